@@ -1,0 +1,57 @@
+"""Wrap a device's scheduling backend so our fused nodes reach our codegen.
+
+The wrapper is installed on the Scheduler's backend instance (not its class), so other
+compiles and other devices are untouched. A codegen failure falls back to generating the
+group's original nodes with Inductor's own kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from .. import compat
+from ..compat import FusedSchedulerNode, Scheduler
+
+log = logging.getLogger("torch._inductor.inductor_ext")
+
+
+def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
+    backend = sched.get_backend(device)
+    if getattr(backend, "_inductor_ext_wrapped", False):
+        return
+    triton_sched = compat.triton_scheduling_of(backend)
+    if triton_sched is None:
+        raise RuntimeError(f"no Triton scheduling for device {device}")
+    original = backend.codegen_node
+
+    def codegen_node(node: Any) -> Any:
+        from ..scheduler.node import MixOrderNode
+
+        if isinstance(node, MixOrderNode):
+            return _codegen_or_fallback(sched, triton_sched, original, node)
+        return original(node)
+
+    backend.codegen_node = codegen_node
+    backend._inductor_ext_wrapped = True
+
+
+def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, node: Any) -> None:
+    from ..scheduler.hook import _warn_once, decline
+    from .kernel import codegen_mix_order
+
+    try:
+        codegen_mix_order(triton_sched, node)
+        return
+    except Exception as exc:
+        _warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
+                   "Inductor's kernels instead: %s", node.get_name(), exc)
+        decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}")
+    inner = node.inner_nodes
+    original(inner[0] if len(inner) == 1 else FusedSchedulerNode(sched, inner))
+    for col in node.columns:
+        for absorbed in col.absorbed:
+            compat.V.graph.removed_buffers.discard(absorbed.node.get_name())
+            original(absorbed)

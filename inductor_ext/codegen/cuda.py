@@ -1,0 +1,83 @@
+"""CUDA flavor (the default): contiguous row chunks per program, several programs per SM."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .. import compat
+from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, prev_pow2, register
+
+# Elements of one [BLOCK_M, R0_BLOCK] tile we aim for: enough loads in flight per program
+# without spilling the fp32 accumulators (one tile per column reduction stays live).
+_TILE_ELEMS = 4096
+_PROGRAMS_PER_SM = 4
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cpu":
+        return 2  # the interpreter runs programs one by one: few programs, fast tests
+    try:
+        return int(compat.device_properties(device).multi_processor_count or 1)
+    except Exception:
+        return 1
+
+
+@functools.cache
+def _l2_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.get_device_properties(device).L2_cache_size)
+        except Exception:
+            pass
+    return 40 * 1024 * 1024
+
+
+class CudaFlavor(TargetFlavor):
+    name = "cuda"
+    device_types = ("cuda", "xpu", "cpu")
+
+    def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
+        r0_block = next_pow2(shape.N)
+        block_m = max(1, min(64, _TILE_ELEMS // r0_block))
+        block_m = min(block_m, next_pow2(shape.M_hint))
+        tile = block_m * r0_block
+        num_warps = max(2, min(16, tile // 256))
+        max_programs = _sm_count(shape.device) * _PROGRAMS_PER_SM
+        if split_size is not None:
+            rows = max(block_m, -(-split_size // block_m) * block_m)
+            programs = max(1, -(-shape.M_hint // rows))
+        else:
+            blocks = -(-shape.M_hint // block_m)
+            programs = max(1, min(max_programs, blocks))
+            if not shape.M_static:
+                programs = max_programs
+        return LaunchPlan(target=self.name, programs=programs, block_m=block_m,
+                          r0_block=r0_block, num_warps=num_warps, num_stages=1,
+                          row_loop="contiguous")
+
+    def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
+        rows_per_program = plan.rows_per_program(shape.M_hint)
+        if rows_per_program < 4 * plan.block_m and plan.block_m < 64:
+            return False, f"only {rows_per_program} rows per program"
+        if shape.shared_bytes < _l2_bytes(shape.device) // 2:
+            return False, (f"{shape.shared_bytes} shared bytes fit in L2 "
+                           f"({_l2_bytes(shape.device)}): the second pass hits cache")
+        return True, ""
+
+    def loop_header(self, plan: LaunchPlan) -> list[str]:
+        P = plan.programs
+        return [
+            "row_blocks = (xnumel + XBLOCK - 1) // XBLOCK",
+            f"rows_per_program = ((row_blocks + {P - 1}) // {P}) * XBLOCK",
+            "row_start = tl.program_id(0) * rows_per_program",
+            "row_end = tl.minimum(row_start + rows_per_program, xnumel)",
+        ]
+
+    def loop_statement(self, plan: LaunchPlan) -> str:
+        return "for xoffset in tl.range(row_start, row_end, XBLOCK):"
+
+
+register(CudaFlavor())

@@ -1,0 +1,101 @@
+"""Target flavors: the per-hardware choices of the fused kernel, as small descriptors.
+
+A flavor decides the launch plan (programs, rows per block, warps), whether fusing pays,
+and how the row loop is written. Adding a target is one new module that subclasses
+:class:`TargetFlavor` and calls :func:`register`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """Everything codegen needs to emit and launch one fused kernel."""
+
+    target: str
+    programs: int  # grid size; also the workspace row count
+    block_m: int  # rows per loop iteration (XBLOCK)
+    r0_block: int  # padded row length (power of two)
+    num_warps: int
+    num_stages: int
+    row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def rows_per_program(self, M: int) -> int:
+        blocks = -(-M // self.block_m)
+        return -(-blocks // self.programs) * self.block_m
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeInfo:
+    """What a flavor may look at when planning: sizes, dtypes, and the device."""
+
+    M_hint: int  # rows (hint for dynamic M)
+    M_static: bool
+    N: int
+    num_columns: int  # partial accumulations in the group
+    elem_bytes: int  # widest element read from the [M, N] inputs
+    shared_bytes: int  # bytes of [M, N] inputs both sides read (saved by fusing)
+    total_bytes: int  # bytes the fused kernel must move at least
+    device: torch.device
+
+
+class TargetFlavor:
+    """Base descriptor. Subclasses override the class attributes and `plan`/`profitable`."""
+
+    name: ClassVar[str] = ""
+    device_types: ClassVar[tuple[str, ...]] = ()
+
+    def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
+        raise NotImplementedError
+
+    def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    # Hooks the kernel asks while writing the row loop.
+    def loop_header(self, plan: LaunchPlan) -> list[str]:
+        """Lines before the row loop; must define row_start, row_end (, row_step)."""
+        raise NotImplementedError
+
+    def loop_statement(self, plan: LaunchPlan) -> str:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, TargetFlavor] = {}
+
+
+def register(flavor: TargetFlavor) -> TargetFlavor:
+    _REGISTRY[flavor.name] = flavor
+    return flavor
+
+
+def get_flavor(name: str) -> TargetFlavor:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"inductor_ext.config.target: unknown flavor {name!r}; "
+                         f"known: {sorted(_REGISTRY)}") from None
+
+
+def flavor_for(device: torch.device, target: str) -> TargetFlavor:
+    """`target` is the config value: "auto" picks by device type, else that flavor."""
+    if target != "auto":
+        return get_flavor(target)
+    for flavor in _REGISTRY.values():
+        if device.type in flavor.device_types:
+            return flavor
+    return get_flavor("cuda")
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def prev_pow2(n: int) -> int:
+    return 1 << max(0, int(math.floor(math.log2(max(1, n)))))

@@ -1,0 +1,287 @@
+"""The fused kernel: Inductor's persistent row reduction inside a per-program row loop, with
+each column reduction turned into a partial accumulation kept in fp32 registers.
+
+We build on Inductor's TritonKernel for everything it already does (indexing, masks, loads,
+the row reduction's own ops, argument plumbing, the CachingAutotuner launcher) and own the
+parts that differ: the row loop, the accumulators, the workspace store, the final sum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sympy
+import torch
+
+from .. import compat
+from ..compat import (
+    DisableReduction,
+    EnableReduction,
+    SIMDKernelFeatures,
+    TritonKernel,
+    V,
+)
+from ..scheduler import reorder
+from .flavor import LaunchPlan, TargetFlavor, get_flavor
+
+_COMBINE = {
+    "sum": ("0.0", "{acc} + {val}"),
+    "prod": ("1.0", "{acc} * {val}"),
+    "max": ("float('-inf')", "triton_helpers.maximum({acc}, {val})"),
+    "min": ("float('inf')", "triton_helpers.minimum({acc}, {val})"),
+}
+
+_FINAL = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin"}
+_TL_FINAL = {"sum": "tl.sum", "prod": "triton_helpers.prod", "max": "triton_helpers.max2",
+             "min": "triton_helpers.min2"}
+
+
+@dataclasses.dataclass
+class PartialAccumulator:
+    """One column reduction's accumulator inside the fused kernel."""
+
+    index: int  # slot k in the workspace [programs, K, N]
+    reduction_type: str
+    out_name: str  # buffer that receives the final [N] result
+    acc: str  # accumulator variable name in the kernel
+
+
+class MixOrderKernel(TritonKernel):
+    """TritonKernel whose x (row) axis is walked by a loop inside each program."""
+
+    def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plan = plan
+        self.flavor = flavor
+        self.partials: list[PartialAccumulator] = []
+        self.ws_outer_name: str | None = None
+        self.ws_inner_name: str | None = None
+        self.ws_offset = 0
+
+    # -- the row axis lives in our loop ------------------------------------------------
+    def iteration_ranges_codegen_header(self, entry: Any, code: Any) -> None:
+        if entry.prefix == "x":
+            return  # xindex / xmask are written per row block in codegen_body
+        super().iteration_ranges_codegen_header(entry, code)
+
+    def codegen_iteration_ranges_entry(self, entry: Any) -> None:
+        if entry.prefix == "x":
+            line = f"{entry.name} = {self.kexpr(self.rename_indexing(entry.expr))}"
+            self.indexing_code.writeline(line)
+            return
+        super().codegen_iteration_ranges_entry(entry)
+
+    def _get_grid_type(self) -> Any:
+        from torch._inductor.runtime import triton_heuristics
+
+        return triton_heuristics.FixedGrid
+
+    def inductor_meta_per_kernel(self) -> dict[str, Any]:
+        out = super().inductor_meta_per_kernel()
+        out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
+        out["inductor_ext_plan"] = dataclasses.asdict(self.plan)
+        return out
+
+    # -- partial accumulation ----------------------------------------------------------
+    def accumulate_mask(self) -> str:
+        masks = [tree.mask_name() for tree in self.range_trees
+                 if not self._has_constant_mask(tree)]
+        return " & ".join(masks) if masks else ""
+
+    def add_partial(self, reduction_type: str, out_name: str, value: Any) -> str:
+        index = len(self.partials)
+        acc = f"_mo_acc{index}"
+        self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
+        default, combine = _COMBINE[reduction_type]
+        val = f"tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]).to(tl.float32)"
+        mask = self.accumulate_mask()
+        if mask:
+            val = f"tl.where({mask}, {val}, {default})"
+        self.compute.writeline(f"{acc} = {combine.format(acc=acc, val=val)}")
+        return acc
+
+    # -- body -------------------------------------------------------------------------
+    def codegen_body(self) -> None:
+        if not (self.indexing_code or self.loads or self.stores or self.compute
+                or self.post_loop_combine or self.post_loop_store):
+            return
+        plan = self.plan
+        body = self.body
+        for line in self.flavor.loop_header(plan):
+            body.writeline(line)
+        for part in self.partials:
+            default, _ = _COMBINE[part.reduction_type]
+            body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, tl.float32)")
+        body.writeline(self.flavor.loop_statement(plan))
+        with body.indent():
+            body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
+            x_tree = self.range_trees[0]
+            if self._has_constant_mask(x_tree):
+                body.writeline(self.create_constant_mask(x_tree))
+            else:
+                body.writeline("xmask = xindex < xnumel")
+            body.splice(self.indexing_code)
+            body.splice(self.loads)
+            body.splice(self.compute)
+            body.splice(self.stores)
+            body.splice(self.post_loop_combine)
+            body.splice(self.post_loop_store)
+        K = len(self.partials)
+        r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
+        for part in self.partials:
+            reduce_fn = _TL_FINAL[part.reduction_type]
+            slot = f"(tl.program_id(0) * {K} + {part.index}) * r0_numel"
+            body.writeline(
+                f"tl.store({self.ws_inner_name} + ({self.ws_offset} + {slot} + r0_index), "
+                f"{reduce_fn}({part.acc}, 0)[None, :]{r0_mask})")
+        for buf in (self.indexing_code, self.loads, self.compute, self.stores,
+                    self.post_loop_combine, self.post_loop_store):
+            buf.clear()
+
+    # -- launch: the fused kernel, then the tiny final step -----------------------------
+    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+        super().call_kernel(name, node, deallocate_ws=False)
+        wrapper = V.graph.wrapper_code
+        K = len(self.partials)
+        P = self.plan.programs
+        N = int(self.numels["r0_"])
+        ws = self.ws_outer_name
+        for part in self.partials:
+            final = _FINAL[part.reduction_type]
+            view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
+            wrapper.writeline(
+                f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
+                f".view({part.out_name}.shape))")
+        if deallocate_ws:
+            self.deallocate_workspaces()
+
+
+class _PartialAccumulateOps(compat.WrapperHandler):
+    """Ops handler for a column reduction's body run over (rows=x, cols=r0): its reduction
+    becomes an accumulate into the kernel's fp32 accumulator; its store is deferred to the
+    final step."""
+
+    def __init__(self, inner: Any, kernel: MixOrderKernel, out_name: str) -> None:
+        super().__init__(inner)
+        self._kernel = kernel
+        self._out_name = out_name
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str,
+                  value: Any) -> Any:
+        return self._kernel.add_partial(reduction_type, self._out_name, value)
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        return None
+
+
+@dataclasses.dataclass
+class _ColumnBody:
+    out_name: str
+    reduction_type: str
+    iter_sizes: list[Any]
+    red_sizes: list[Any]
+    body: Any
+    owner: Any  # SchedulerNode used as the kernel's current node
+
+
+def _column_body(col: Any) -> _ColumnBody:
+    if col.unsplit is not None:
+        buf = compat.computed_buffer_for(col.unsplit, col.out_name)
+    else:
+        buf = col.out_node.node
+    (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
+    return _ColumnBody(col.out_name, col.reduction_type, list(iter_sizes), list(red_sizes),
+                       body, col.out_node)
+
+
+def _swapped_vars(kernel: MixOrderKernel, cb: _ColumnBody) -> tuple[list[Any], list[Any]]:
+    """(output vars, reduction vars) of a column body bound to the kernel's (r0, x) axes."""
+    kernel_vars = kernel.split_and_set_ranges(reorder.rows_outer_ranges(cb.iter_sizes,
+                                                                       cb.red_sizes))
+    return reorder.body_args(kernel_vars)
+
+
+def codegen_mix_order(scheduling: Any, node: Any) -> None:
+    """Emit the fused kernel for a MixOrderNode through Inductor's Triton scheduling."""
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures  # noqa: F401
+    from torch._inductor.utils import sympy_product  # noqa: F401
+
+    from .. import metrics
+
+    plan: LaunchPlan = node.plan
+    flavor = get_flavor(plan.target)
+    sched = scheduling.scheduler
+    inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
+    node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
+    features = SIMDKernelFeatures(node_schedule, node.M, node.N)
+    fixed = {"XBLOCK": plan.block_m, "num_warps": plan.num_warps,
+             "num_stages": plan.num_stages}
+    kernel = compat.make_kernel(
+        lambda *a, **k: MixOrderKernel(*a, plan=plan, flavor=flavor, **k),
+        {"x": node.M, "r0_": node.N}, features, fixed)
+    columns = [_column_body(col) for col in node.columns]
+
+    with kernel:
+        all_indexing: dict[Any, None] = {}
+        for item in node_schedule:
+            if item is DisableReduction or item is EnableReduction:
+                continue
+            item.decide_inplace_update()
+            index_vars = kernel.split_and_set_ranges(item.get_ranges())
+            all_indexing.update(dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
+        for cb in columns:
+            col_vars, row_vars = _swapped_vars(kernel, cb)
+            all_indexing.update(dict.fromkeys(cb.body.indexing_from_args([col_vars, row_vars])
+                                              .values()))
+        kernel.finalize_indexing(all_indexing.keys())
+
+        import contextlib
+
+        stack = contextlib.ExitStack()
+        for item in node_schedule:
+            if item is DisableReduction:
+                stack.enter_context(kernel.disable_reduction())
+            elif item is EnableReduction:
+                stack.close()
+            else:
+                compat.prepare_body_for_codegen(item._body)
+                index_vars = kernel.split_and_set_ranges(item.get_ranges())
+                item.codegen(index_vars)
+        stack.close()
+        for cb in columns:
+            compat.prepare_body_for_codegen(cb.body)
+            col_vars, row_vars = _swapped_vars(kernel, cb)
+            var_ranges = compat.ranges_of([col_vars, row_vars], [cb.iter_sizes, cb.red_sizes])
+            handler = compat.simplify_indexing(
+                _PartialAccumulateOps(V.get_ops_handler(), kernel, cb.out_name), var_ranges)
+            with V.set_ops_handler(handler), kernel.set_current_node(cb.owner):
+                cb.body(col_vars, row_vars)
+
+    K = len(kernel.partials)
+    N = int(node.N)
+    inner_name, outer_name, offset = kernel.args.workspace(
+        sympy.Integer(plan.programs * K * N), False, dtype=torch.float32)
+    kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
+
+    with V.set_kernel_handler(kernel):
+        src_code = kernel.codegen_kernel()
+    kernel_name = scheduling.define_kernel(src_code, node_schedule, kernel)
+    kernel.kernel_name = kernel_name
+
+    for col in node.columns:
+        for absorbed in col.absorbed:
+            if absorbed is not col.out_node:
+                V.graph.removed_buffers.add(absorbed.node.get_name())
+    with V.set_kernel_handler(kernel):
+        for snode in node.get_nodes():
+            snode.mark_run()
+
+    scheduling.codegen_comment(list(node.get_nodes()), kernel_name)
+    kernel.call_kernel(kernel_name)
+    V.graph.removed_buffers |= kernel.removed_buffers
+    V.graph.inplaced_to_remove |= kernel.inplaced_to_remove
+    scheduling.free_buffers_in_scheduler()
+    metrics.record_kernel()
+    compat.bump_upstream_mix_order_counter()

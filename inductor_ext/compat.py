@@ -1,0 +1,266 @@
+"""Every difference between the Inductor versions we support (torch 2.11 - 2.14) lives here.
+
+The rest of the package imports Inductor internals through this module only, so a new
+torch release means reading one file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor import ir
+from torch._inductor import metrics as inductor_metrics
+from torch._inductor.codegen import triton as triton_codegen
+from torch._inductor.codegen.simd import DisableReduction, EnableReduction
+from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+from torch._inductor.custom_graph_pass import CustomSchedulerPass, get_hash_for_files
+from torch._inductor.ops_handler import WrapperHandler
+from torch._inductor.optimize_indexing import (
+    convert_index_expr_to_value_expr,
+    indexing_dtype_strength_reduction,
+)
+from torch._inductor.runtime.hints import DeviceProperties
+from torch._inductor.sizevars import SimplifyIndexing
+from torch._inductor.scheduler import (
+    BaseSchedulerNode,
+    FusedSchedulerNode,
+    Scheduler,
+    SchedulerNode,
+)
+from torch._inductor.virtualized import V
+
+log = logging.getLogger("torch._inductor.inductor_ext")
+
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+SUPPORTED_TORCH = ((2, 11), (2, 14))
+
+TritonKernel = triton_codegen.TritonKernel
+TritonScheduling = triton_codegen.TritonScheduling
+FixedTritonConfig = triton_codegen.FixedTritonConfig
+
+__all__ = [
+    "BaseSchedulerNode",
+    "CustomSchedulerPass",
+    "DeviceProperties",
+    "DisableReduction",
+    "EnableReduction",
+    "FixedTritonConfig",
+    "FusedSchedulerNode",
+    "SIMDKernelFeatures",
+    "Scheduler",
+    "SchedulerNode",
+    "TritonKernel",
+    "TritonScheduling",
+    "V",
+    "WrapperHandler",
+    "get_hash_for_files",
+    "ir",
+]
+
+# Inductor config key of upstream's own mix-order reduction; ours turns it off while on.
+UPSTREAM_MIX_ORDER_KEY = "triton.mix_order_reduction"
+
+
+def has_upstream_mix_order() -> bool:
+    return hasattr(inductor_config.triton, "mix_order_reduction")
+
+
+def bump_upstream_mix_order_counter() -> None:
+    """Count our kernels where existing tooling looks for mix-order kernels."""
+    if hasattr(inductor_metrics, "codegen_mix_order_reduction"):
+        inductor_metrics.codegen_mix_order_reduction += 1
+
+
+# --------------------------------------------------------------------------------------
+# Unsplit record for split reductions.
+#
+# Inductor lowers a long column reduction (sum over M of [M, N]) as two reductions: partial
+# sums over chunks of rows, then a sum of the partials. Our fused kernel wants the original
+# single reduction, so while the plugin is enabled we remember, per intermediate buffer, the
+# reduction it was split from. Recording is passive: it never changes what Inductor emits.
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class UnsplitReduction:
+    """The reduction a split intermediate buffer was made from."""
+
+    device: torch.device
+    dst_dtype: torch.dtype
+    src_dtype: torch.dtype
+    inner_fn: Callable[..., Any]
+    ranges: tuple[Any, ...]
+    reduction_ranges: tuple[Any, ...]
+    reduction_type: str
+    reduction_hint: Any
+    final_name: str
+
+
+def unsplit_records() -> dict[str, UnsplitReduction]:
+    """Records of the graph being lowered, keyed by intermediate buffer name."""
+    graph = V.graph
+    records = getattr(graph, "_inductor_ext_unsplit", None)
+    if records is None:
+        records = {}
+        graph._inductor_ext_unsplit = records
+    return records
+
+
+_original_create_multilayer = ir.Reduction.create_multilayer.__func__
+
+
+def _recording_create_multilayer(
+    cls: type,
+    device: torch.device,
+    dst_dtype: torch.dtype,
+    src_dtype: torch.dtype,
+    inner_fn: Callable[..., Any],
+    ranges: Sequence[Any],
+    reduction_ranges: Sequence[Any],
+    reduction_type: str,
+    split: Any,
+    reduction_hint: Any,
+    input_node: Any = None,
+) -> Any:
+    out = _original_create_multilayer(
+        cls,
+        device,
+        dst_dtype,
+        src_dtype,
+        inner_fn,
+        ranges,
+        reduction_ranges,
+        reduction_type,
+        split,
+        reduction_hint,
+        input_node,
+    )
+    try:
+        from . import plugin
+
+        if plugin.is_enabled():
+            _record_split(out, device, dst_dtype, src_dtype, inner_fn, ranges,
+                          reduction_ranges, reduction_type, reduction_hint)
+    except Exception:  # recording is best effort; never break lowering
+        log.debug("inductor_ext: could not record split reduction", exc_info=True)
+    return out
+
+
+def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
+                  src_dtype: torch.dtype, inner_fn: Callable[..., Any],
+                  ranges: Sequence[Any], reduction_ranges: Sequence[Any],
+                  reduction_type: str, reduction_hint: Any) -> None:
+    if not isinstance(out, ir.TensorBox):
+        return
+    reads = list(out.get_read_names())
+    if len(reads) != 1:
+        return
+    inter = V.graph.name_to_buffer.get(reads[0])
+    if not isinstance(inter, ir.ComputedBuffer) or not isinstance(inter.data, ir.Reduction):
+        return
+    unsplit_records()[inter.get_name()] = UnsplitReduction(
+        device=device,
+        dst_dtype=dst_dtype,
+        src_dtype=src_dtype,
+        inner_fn=inner_fn,
+        ranges=tuple(ranges),
+        reduction_ranges=tuple(reduction_ranges),
+        reduction_type=reduction_type,
+        reduction_hint=reduction_hint,
+        final_name="",
+    )
+
+
+@functools.cache
+def install_lowering_hooks() -> None:
+    """Idempotently route Reduction.create_multilayer through the recorder."""
+    ir.Reduction.create_multilayer = classmethod(_recording_create_multilayer)
+
+
+def computed_buffer_for(record: UnsplitReduction, name: str) -> ir.ComputedBuffer:
+    """A throw-away ComputedBuffer of the unsplit reduction, used only for its LoopBody."""
+    data = ir.Reduction(
+        device=record.device,
+        dtype=record.dst_dtype,
+        inner_fn=record.inner_fn,
+        ranges=list(record.ranges),
+        reduction_ranges=list(record.reduction_ranges),
+        reduction_type=record.reduction_type,
+        src_dtype=record.src_dtype,
+        reduction_hint=record.reduction_hint,
+    )
+    layout = ir.FixedLayout(record.device, record.dst_dtype, list(record.ranges))
+    return ir.ComputedBuffer(name=name, layout=layout, data=data)
+
+
+def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Any]:
+    """((iteration sizes, reduction sizes), LoopBody) of a reduction buffer."""
+    sizes, body, _ = buf.get_default_sizes_body()
+    return sizes, body
+
+
+def reduction_type_of(snode: SchedulerNode) -> str | None:
+    node = snode.node
+    if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):
+        return node.data.reduction_type
+    return None
+
+
+def scheduler_of(nodes: Sequence[BaseSchedulerNode]) -> Scheduler | None:
+    for node in nodes:
+        sched = getattr(node, "scheduler", None)
+        if sched is not None:
+            return sched
+    return None
+
+
+def prepare_body_for_codegen(body: Any) -> None:
+    """The index rewrites Inductor applies to a LoopBody right before Triton codegen."""
+    indexing_dtype_strength_reduction(body)
+    convert_index_expr_to_value_expr(body)
+
+
+def ranges_of(index_vars: Sequence[Sequence[Any]], sizes: Sequence[Sequence[Any]]
+              ) -> dict[Any, Any]:
+    return {v: s for vs, ss in zip(index_vars, sizes) for v, s in zip(vs, ss)}
+
+
+def simplify_indexing(handler: Any, var_ranges: dict[Any, Any]) -> Any:
+    return SimplifyIndexing(handler, var_ranges)
+
+
+def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
+                features: SIMDKernelFeatures,
+                fixed_config: dict[str, int]) -> Any:
+    """Construct a TritonKernel subclass forced persistent with a fixed launch config."""
+    return kernel_cls(
+        tiling,
+        features=features,
+        override_persistent_reduction=True,
+        fixed_config=FixedTritonConfig(fixed_config),
+    )
+
+
+def define_triton_kernel(scheduling: Any, src_code: str, node_schedule: list[Any],
+                         kernel: Any) -> str:
+    return scheduling.define_kernel(src_code, node_schedule, kernel)
+
+
+def triton_scheduling_of(backend: Any) -> Any:
+    """The TritonScheduling behind a device backend (CUDA wraps it in a combined one)."""
+    if isinstance(backend, TritonScheduling):
+        return backend
+    inner = getattr(backend, "_triton_scheduling", None)
+    if isinstance(inner, TritonScheduling):
+        return inner
+    return None
+
+
+def device_properties(device: torch.device) -> DeviceProperties:
+    return DeviceProperties.create(device)

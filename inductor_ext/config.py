@@ -1,0 +1,63 @@
+"""User-facing options of inductor_ext, built on PyTorch's config-module machinery.
+
+Every option supports ``inductor_ext.config.patch(...)`` and ``INDUCTOR_EXT_*`` environment
+defaults. Values are validated by :func:`validate` when a compile uses them, so a bad value
+fails loudly with the option's name instead of silently falling back.
+"""
+
+
+import sys
+from typing import Optional
+
+
+from torch.utils._config_module import Config, install_config_module
+
+#: Fuse every legal pair, skipping the profitability model (tests use it on small shapes).
+always_fuse: bool = Config(default=False, env_name_default="INDUCTOR_EXT_ALWAYS_FUSE")
+
+#: Rows each program owns (a multiple of BLOCK_M is used). ``None`` lets the target flavor
+#: choose from the device (programs = SMs x k on CUDA, vector cores on Ascend).
+split_size: Optional[int] = None
+
+#: Codegen flavor: "auto" picks from the device ("npu" -> "ascend", else "cuda");
+#: "cuda" or "ascend" force that flavor on any device (both run in the CPU interpreter).
+target: str = Config(default="auto", env_name_default="INDUCTOR_EXT_TARGET")
+
+#: Largest row length (N) the fused kernel keeps persistent; longer rows are declined.
+max_persistent_n: int = 16384
+
+#: Ascend flavor: vector-core count used for the grid when torch_npu cannot be asked.
+ascend_vector_cores: Optional[int] = None
+
+#: Ascend flavor: Unified Buffer bytes per core (192 KB on Atlas A2/A3).
+ascend_ub_bytes: int = 192 * 1024
+
+def validate() -> None:
+    """Raise ValueError naming the first option that holds a bad value."""
+    mod = sys.modules[__name__]
+    targets = ("auto", "cuda", "ascend")
+    if not isinstance(mod.always_fuse, bool):
+        raise ValueError(f"inductor_ext.config.always_fuse must be a bool, got {mod.always_fuse!r}")
+    split = mod.split_size
+    if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
+        raise ValueError(
+            f"inductor_ext.config.split_size must be None or a positive int, got {split!r}"
+        )
+    if mod.target not in targets:
+        raise ValueError(f"inductor_ext.config.target must be one of {targets}, got {mod.target!r}")
+    max_n = mod.max_persistent_n
+    if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
+        raise ValueError(
+            f"inductor_ext.config.max_persistent_n must be a positive int, got {max_n!r}"
+        )
+    cores = mod.ascend_vector_cores
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
+        raise ValueError(
+            f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
+        )
+    ub = mod.ascend_ub_bytes
+    if isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096:
+        raise ValueError(f"inductor_ext.config.ascend_ub_bytes must be an int >= 4096, got {ub!r}")
+
+
+install_config_module(sys.modules[__name__])

@@ -1,0 +1,88 @@
+"""Turning the plugin on and off through Inductor's own config.
+
+The hook is a CustomSchedulerPass set as ``torch._inductor.config._post_fusion_custom_pass``;
+its uuid() hashes our sources and options, so the FX graph cache stays on and a change to
+either gives a new cache key.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from typing import Any
+
+from torch._inductor import config as inductor_config
+
+from . import compat
+from . import config as ext_config
+from .compat import BaseSchedulerNode, CustomSchedulerPass
+
+log = logging.getLogger("torch._inductor.inductor_ext")
+
+_PASS_KEY = "_post_fusion_custom_pass"
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+
+
+class MixOrderPass(CustomSchedulerPass):
+    """Scheduler pass that fuses norm-backward style row/column reduction pairs."""
+
+    def __call__(self, nodes: list[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
+        ext_config.validate()  # a bad option is the user's error: raise, don't fall back
+        from .scheduler import hook
+
+        return hook.run(nodes)
+
+    def uuid(self) -> Any:
+        sources = tuple(sorted(str(p) for p in _PACKAGE_DIR.rglob("*.py")))
+        options = repr(sorted(ext_config.get_config_copy().items()))
+        return compat.get_hash_for_files(sources, options).hex()
+
+
+MIX_ORDER_PASS = MixOrderPass()
+
+_saved_upstream: list[Any] = []
+
+
+def is_enabled() -> bool:
+    return isinstance(getattr(inductor_config, _PASS_KEY, None), MixOrderPass)
+
+
+def options() -> dict[str, Any]:
+    """Inductor config entries that turn the plugin on (and upstream's mix-order off)."""
+    ext_config.validate()
+    compat.install_lowering_hooks()
+    opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
+    if compat.has_upstream_mix_order():
+        opts[compat.UPSTREAM_MIX_ORDER_KEY] = False
+    return opts
+
+
+def enable() -> None:
+    """Turn the plugin on for every later compile in this process (idempotent)."""
+    current = getattr(inductor_config, _PASS_KEY, None)
+    if current is not None and not isinstance(current, MixOrderPass):
+        raise RuntimeError(
+            f"torch._inductor.config.{_PASS_KEY} is already set to {current!r}; "
+            "inductor_ext needs that hook. Unset it or compose the passes yourself.")
+    opts = options()
+    if not is_enabled() and compat.has_upstream_mix_order():
+        _saved_upstream[:] = [inductor_config.triton.mix_order_reduction]
+    for key, value in opts.items():
+        _set(key, value)
+
+
+def disable() -> None:
+    """Turn the plugin off and restore upstream's mix-order setting (idempotent)."""
+    if not is_enabled():
+        return
+    setattr(inductor_config, _PASS_KEY, None)
+    if _saved_upstream and compat.has_upstream_mix_order():
+        inductor_config.triton.mix_order_reduction = _saved_upstream.pop()
+
+
+def _set(key: str, value: Any) -> None:
+    obj = inductor_config
+    *parents, leaf = key.split(".")
+    for part in parents:
+        obj = getattr(obj, part)
+    setattr(obj, leaf, value)

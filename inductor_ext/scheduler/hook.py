@@ -1,0 +1,140 @@
+"""The scheduler pass: match, check, plan, convert — and fall back on any failure."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from .. import compat, metrics
+from .. import config as ext_config
+from ..codegen.flavor import LaunchPlan, ShapeInfo, flavor_for
+from ..compat import BaseSchedulerNode, V
+from . import legality
+from .convert import convert
+from .match import Candidate, find_candidates
+
+log = logging.getLogger("torch._inductor.inductor_ext")
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, msg: str, *args: Any) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(msg, *args)
+    else:
+        log.debug(msg, *args)
+
+
+def decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
+    metrics.record_reject(reason)
+    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s", names, M, N, reason, detail)
+    from .. import report_hooks
+
+    report_hooks.on_decline(names, M, N, reason, detail)
+
+
+def _hint(expr: Any) -> int:
+    return int(V.graph.sizevars.optimization_hint(expr))
+
+
+def shape_info(cand: Candidate) -> ShapeInfo:
+    M_hint = _hint(cand.M)
+    N = int(cand.N)
+    inner_reads = {d.name for d in cand.inner.read_writes.reads}
+    shared = set()
+    for col in cand.columns:
+        shared |= inner_reads & col.reads()
+    seen: set[str] = set()
+    shared_bytes = 0
+    total_bytes = 0
+    elem_bytes = 1
+    names = set(inner_reads)
+    for col in cand.columns:
+        names |= col.reads()
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            buf = V.graph.get_buffer(name)
+            nbytes = _hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
+        except Exception:
+            continue
+        total_bytes += nbytes
+        if name in shared:
+            shared_bytes += nbytes
+            elem_bytes = max(elem_bytes, buf.get_dtype().itemsize)
+    for sub in cand.inner.get_nodes():
+        for dep in sub.read_writes.writes:
+            try:
+                buf = V.graph.get_buffer(dep.name)
+                total_bytes += _hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
+            except Exception:
+                continue
+    return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
+                     num_columns=len(cand.columns), elem_bytes=elem_bytes,
+                     shared_bytes=shared_bytes, total_bytes=total_bytes,
+                     device=cand.inner.get_device())
+
+
+def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, str, str]:
+    """(plan, reason, detail); plan is None when the group is declined."""
+    reason = legality.check_backend(cand) or legality.check_graph(cand)
+    if reason:
+        return None, reason, ""
+    accepted = []
+    for col in cand.columns:
+        bad = legality.check_column(cand, col, accepted)
+        if bad:
+            decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad)
+        else:
+            accepted.append(col)
+    if not accepted:
+        return None, "", ""
+    cand.columns = accepted
+    shape = shape_info(cand)
+    flavor = flavor_for(shape.device, ext_config.target)
+    plan = flavor.plan(shape, ext_config.split_size)
+    if not ext_config.always_fuse:
+        ok, why = flavor.profitable(shape, plan)
+        if not ok:
+            return None, "not_profitable", why
+    return plan, "", ""
+
+
+def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
+    nodes = list(nodes)
+    sched = compat.scheduler_of(nodes)
+    if sched is None:
+        return nodes
+    try:
+        candidates = find_candidates(nodes)
+    except Exception as exc:  # matching must never break a compile
+        _warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
+                   exc)
+        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}")
+        return nodes
+    from ..codegen.backend import install_backend_wrapper
+
+    for cand in candidates:
+        if not any(node is cand.inner for node in nodes):
+            continue  # consumed by an earlier group
+        try:
+            plan, reason, detail = plan_candidate(cand)
+            if plan is None:
+                if reason:
+                    decline(cand.describe(), cand.M, cand.N, reason, detail)
+                continue
+            install_backend_wrapper(sched, cand.inner.get_device())
+            nodes = convert(sched, nodes, cand, plan)
+            log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
+                      cand.M, cand.N, plan)
+        except Exception as exc:
+            _warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
+                       "schedule: %s", cand.describe(), exc)
+            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc))
+    return nodes

@@ -1,0 +1,105 @@
+"""Decide which candidates the fused kernel can compute correctly, with a reason for each no.
+
+Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
+
+- ``producer_consumer``: a path connects the row and the column reduction, so one must
+  finish before the other starts.
+- ``unsupported_reduction_type``: the column reduction is not sum/prod/max/min (welford,
+  argmax, scans...), or the row side holds a scan/sort.
+- ``unsupported_dtype``: the column reduction accumulates a non-floating dtype.
+- ``not_persistent``: rows longer than ``config.max_persistent_n`` cannot stay in registers.
+- ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
+- ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides.
+- ``not_profitable``: the cost model expects the unfused kernels to be faster.
+- ``unsupported_backend``: the device is not generated through Inductor's Triton backend.
+- ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.
+- ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import torch
+
+from .. import compat
+from .. import config as ext_config
+from ..compat import V, ir
+from .match import Candidate, ColumnReduction
+
+SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
+
+
+@dataclasses.dataclass
+class Decline:
+    names: str
+    M: sympy.Expr
+    N: sympy.Expr
+    reason: str
+    detail: str
+
+
+def check_graph(candidate: Candidate) -> str | None:
+    """Reasons that apply to the whole group."""
+    if V.graph.cpp_wrapper or getattr(V.graph, "aot_mode", False):
+        return "cpp_wrapper"
+    if not isinstance(candidate.N, (int, sympy.Integer)):
+        return "dynamic_n"
+    if int(candidate.N) > ext_config.max_persistent_n:
+        return "not_persistent"
+    for sub in candidate.inner.get_nodes():
+        node = getattr(sub, "node", None)
+        if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, (ir.Scan, ir.Sort)):
+            return "unsupported_reduction_type"
+    return None
+
+
+def check_column(candidate: Candidate, col: ColumnReduction,
+                 accepted: list[ColumnReduction]) -> tuple[str, str] | None:
+    """(reason, detail) if this column reduction cannot join the group."""
+    if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
+        return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
+    dtype = _column_src_dtype(col)
+    if dtype is None or not dtype.is_floating_point:
+        return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
+    col_ops = col.operation_names()
+    inner_ops = candidate.inner.get_operation_names()
+    inner_ancestors = set()
+    for sub in candidate.inner.get_nodes():
+        inner_ancestors |= set(sub.ancestors)
+    col_ancestors = set()
+    for sub in col.absorbed:
+        col_ancestors |= set(sub.ancestors)
+    if col_ops & inner_ancestors or inner_ops & col_ancestors:
+        return "producer_consumer", f"{candidate.inner.get_name()} <-> {col.out_name}"
+    for other in accepted:
+        if other.operation_names() & col_ancestors or col_ops & _ancestors(other):
+            return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
+    return None
+
+
+def _ancestors(col: ColumnReduction) -> set[str]:
+    out: set[str] = set()
+    for sub in col.absorbed:
+        out |= set(sub.ancestors)
+    return out
+
+
+def _column_src_dtype(col: ColumnReduction) -> torch.dtype | None:
+    if col.unsplit is not None:
+        return col.unsplit.src_dtype
+    node = col.out_node.node
+    if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):
+        return node.data.src_dtype
+    return None
+
+
+def check_backend(candidate: Candidate) -> str | None:
+    sched = compat.scheduler_of([candidate.inner])
+    device = candidate.inner.get_device()
+    if sched is None or device is None:
+        return "unsupported_backend"
+    if compat.triton_scheduling_of(sched.get_backend(device)) is None:
+        return "unsupported_backend"
+    return None

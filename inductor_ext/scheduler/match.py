@@ -1,0 +1,180 @@
+"""Find mix-order groups: one persistent row reduction plus sibling column reductions.
+
+After Inductor's own fusion, the row reduction (dx of a norm backward) is a node whose group
+is (M, N); each column reduction (dw, db) is a sub-node reducing over M for N outputs —
+either directly, or split by Inductor into partial sums plus a final sum, which we see
+through the unsplit record kept by :mod:`inductor_ext.compat`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from .. import compat
+from ..compat import BaseSchedulerNode, SchedulerNode, UnsplitReduction, V
+
+
+@dataclasses.dataclass
+class ColumnReduction:
+    """One outer reduction, seen as a reduction over M rows for each of N columns."""
+
+    out_node: SchedulerNode  # the node whose buffer receives the final [N] result
+    absorbed: tuple[SchedulerNode, ...]  # nodes the fused kernel replaces
+    reduction_type: str
+    numel: sympy.Expr  # N
+    rnumel: sympy.Expr  # M
+    unsplit: UnsplitReduction | None  # set when Inductor had split this reduction
+
+    @property
+    def out_name(self) -> str:
+        """Name of the buffer that receives the final result."""
+        return self.out_node.node.get_name()
+
+    def reads(self) -> set[str]:
+        names: set[str] = set()
+        internal = {n.node.get_name() for n in self.absorbed}
+        for node in self.absorbed:
+            names.update(d.name for d in node.read_writes.reads if d.name not in internal)
+        return names
+
+    def operation_names(self) -> set[str]:
+        return {n.get_name() for n in self.absorbed}
+
+
+@dataclasses.dataclass
+class Candidate:
+    """A row-reduction node with the column reductions that could ride along with it."""
+
+    inner: BaseSchedulerNode
+    columns: list[ColumnReduction]
+    M: sympy.Expr
+    N: sympy.Expr
+
+    def describe(self) -> str:
+        return f"{self.inner.get_name()} + [{', '.join(c.out_name for c in self.columns)}]"
+
+
+def _numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
+    group = getattr(node, "group", None)
+    if not group or len(group) != 2 or len(group[1]) != 2:
+        return None
+    return group[1]
+
+
+def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return V.graph.sizevars.statically_known_equals(a, b)
+
+
+def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReduction]:
+    """Every sub-node that is (or finishes) a reduction over one long axis."""
+    sched = compat.scheduler_of(nodes)
+    records = compat.unsplit_records()
+    found: list[ColumnReduction] = []
+    for node in nodes:
+        for sub in node.get_nodes():
+            if not isinstance(sub, SchedulerNode) or not sub.is_reduction():
+                continue
+            rtype = compat.reduction_type_of(sub)
+            if rtype is None or sub.get_name() in records:
+                continue  # not a plain reduction, or the first stage of a split one
+            numels = _numels(sub)
+            if numels is None:
+                continue
+            split_from = _split_source(sub, records, sched)
+            if split_from is not None:
+                first, record = split_from
+                found.append(ColumnReduction(
+                    out_node=sub, absorbed=(first, sub), reduction_type=record.reduction_type,
+                    numel=sympy.Mul(*record.ranges), rnumel=sympy.Mul(*record.reduction_ranges),
+                    unsplit=record))
+            else:
+                found.append(ColumnReduction(
+                    out_node=sub, absorbed=(sub,), reduction_type=rtype,
+                    numel=numels[0], rnumel=numels[1], unsplit=None))
+    return found
+
+
+def _split_source(final: SchedulerNode, records: dict[str, UnsplitReduction],
+                  sched: Any) -> tuple[SchedulerNode, UnsplitReduction] | None:
+    """If `final` sums the partials of a recorded split reduction, its first stage."""
+    reads = [d.name for d in final.read_writes.reads]
+    if len(reads) != 1 or reads[0] not in records or sched is None:
+        return None
+    buf = sched.name_to_buf.get(reads[0])
+    if buf is None:
+        return None
+    first = buf.defining_op
+    if not isinstance(first, SchedulerNode):
+        return None
+    users = {u.node.get_name() for u in buf.users if hasattr(u.node, "get_name")}
+    if users != {final.get_name()}:
+        return None
+    return first, records[reads[0]]
+
+
+def row_reduction_nodes(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
+    """Post-fusion nodes that reduce along their last axis (candidates for the inner)."""
+    out = []
+    for node in nodes:
+        if not node.is_reduction() or node.is_template() or node.is_extern():
+            continue
+        if node.is_foreach():
+            continue
+        subs = node.get_nodes()
+        if not all(isinstance(s, SchedulerNode) for s in subs):
+            continue
+        if _numels(node) is None:
+            continue
+        if any(_is_outer_hinted(s) for s in subs if s.is_reduction()):
+            continue  # a column reduction itself, not a row reduction
+        out.append(node)
+    return out
+
+
+def _is_outer_hinted(snode: SchedulerNode) -> bool:
+    node = snode.node
+    hint = getattr(getattr(node, "data", None), "reduction_hint", None)
+    return getattr(hint, "name", "") in ("OUTER", "OUTER_TINY")
+
+
+def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
+    """Pair each row reduction with the column reductions over the swapped shape that
+    read at least one of the same [M, N] buffers."""
+    columns = column_reductions(nodes)
+    taken: set[str] = set()
+    candidates: list[Candidate] = []
+    for inner in row_reduction_nodes(nodes):
+        M, N = _numels(inner)
+        if _equal(N, 1):
+            continue
+        inner_ops = inner.get_operation_names()
+        inner_reads = {d.name for d in inner.read_writes.reads}
+        matched = []
+        for col in columns:
+            if col.out_name in taken or col.out_node.get_name() in inner_ops:
+                continue
+            if not (_equal(col.numel, N) and _equal(col.rnumel, M)):
+                continue
+            shared = inner_reads & col.reads()
+            if not any(_is_full_matrix(name, M * N) for name in shared):
+                continue
+            matched.append(col)
+        if matched:
+            taken.update(c.out_name for c in matched)
+            candidates.append(Candidate(inner=inner, columns=matched, M=M, N=N))
+    return candidates
+
+
+def _is_full_matrix(name: str, numel: sympy.Expr) -> bool:
+    try:
+        buf = V.graph.get_buffer(name)
+        if buf is None:
+            return False
+        size = sympy.Mul(*buf.get_size())
+    except Exception:
+        return False
+    return _equal(size, numel)

@@ -1,0 +1,34 @@
+"""The fused scheduler node handed to our codegen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
+from .match import ColumnReduction
+
+
+class MixOrderNode(FusedSchedulerNode):
+    """A persistent row reduction plus column reductions computed as partial accumulations.
+
+    It is a FusedSchedulerNode so the scheduler's dependency tracking, memory planning and
+    codegen dispatch treat it like any fused kernel; our backend wrapper recognises it.
+    """
+
+    def __init__(self, scheduler: Scheduler, inner: BaseSchedulerNode,
+                 columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
+                 plan: Any) -> None:
+        absorbed = [n for col in columns for n in col.absorbed]
+        super().__init__(scheduler, [*inner.get_nodes(), *absorbed])
+        self.inner_nodes = list(inner.get_nodes())
+        self.columns = columns
+        self.M = M
+        self.N = N
+        self.plan = plan
+        self.group = inner.group
+
+    def debug_str_extra(self) -> str:
+        cols = ", ".join(f"{c.reduction_type}->{c.out_name}" for c in self.columns)
+        return f"{super().debug_str_extra()}\n  mix_order: M={self.M} N={self.N} [{cols}]"
