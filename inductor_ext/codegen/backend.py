@@ -49,9 +49,15 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
         _warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
                    "Inductor's kernels instead: %s", node.get_name(), exc)
         decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}")
+    # Emit the group's original kernels. Buffers whose last use was the fused node must
+    # stay alive until every one of them has run, so hold the frees until the end.
+    pending = set(sched.buffer_names_to_free)
+    sched.buffer_names_to_free.clear()
     inner = node.inner_nodes
     original(inner[0] if len(inner) == 1 else FusedSchedulerNode(sched, inner))
     for col in node.columns:
         for absorbed in col.absorbed:
             compat.V.graph.removed_buffers.discard(absorbed.node.get_name())
             original(absorbed)
+    sched.buffer_names_to_free.update(pending)
+    triton_sched.free_buffers_in_scheduler()

@@ -8,6 +8,7 @@ parts that differ: the row loop, the accumulators, the workspace store, the fina
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -205,9 +206,6 @@ def _swapped_vars(kernel: MixOrderKernel, cb: _ColumnBody) -> tuple[list[Any], l
 
 def codegen_mix_order(scheduling: Any, node: Any) -> None:
     """Emit the fused kernel for a MixOrderNode through Inductor's Triton scheduling."""
-    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures  # noqa: F401
-    from torch._inductor.utils import sympy_product  # noqa: F401
-
     from .. import metrics
 
     plan: LaunchPlan = node.plan
@@ -225,21 +223,24 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
 
     with kernel:
         all_indexing: dict[Any, None] = {}
+        stack = contextlib.ExitStack()
         for item in node_schedule:
-            if item is DisableReduction or item is EnableReduction:
-                continue
-            item.decide_inplace_update()
-            index_vars = kernel.split_and_set_ranges(item.get_ranges())
-            all_indexing.update(dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
+            if item is DisableReduction:
+                stack.enter_context(kernel.disable_reduction())
+            elif item is EnableReduction:
+                stack.close()
+            else:
+                item.decide_inplace_update()
+                index_vars = kernel.split_and_set_ranges(item.get_ranges())
+                all_indexing.update(
+                    dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
+        stack.close()
         for cb in columns:
             col_vars, row_vars = _swapped_vars(kernel, cb)
             all_indexing.update(dict.fromkeys(cb.body.indexing_from_args([col_vars, row_vars])
                                               .values()))
         kernel.finalize_indexing(all_indexing.keys())
 
-        import contextlib
-
-        stack = contextlib.ExitStack()
         for item in node_schedule:
             if item is DisableReduction:
                 stack.enter_context(kernel.disable_reduction())

@@ -129,10 +129,22 @@ def row_reduction_nodes(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedule
             continue
         if _numels(node) is None:
             continue
-        if any(_is_outer_hinted(s) for s in subs if s.is_reduction()):
-            continue  # a column reduction itself, not a row reduction
         out.append(node)
-    return out
+    # Either orientation is correct. Prefer a static row length (the persistent tile needs
+    # it), then rows Inductor sees as contiguous (not OUTER-hinted), then more rows.
+    def preference(n: BaseSchedulerNode) -> tuple[bool, bool, int]:
+        numel, rnumel = _numels(n)
+        outer = any(_is_outer_hinted(s) for s in n.get_nodes() if s.is_reduction())
+        return (not isinstance(rnumel, (int, sympy.Integer)), outer, -_hint_of(numel))
+
+    return sorted(out, key=preference)
+
+
+def _hint_of(expr: sympy.Expr) -> int:
+    try:
+        return int(V.graph.sizevars.optimization_hint(expr))
+    except Exception:
+        return 1 << 62
 
 
 def _is_outer_hinted(snode: SchedulerNode) -> bool:
@@ -146,16 +158,20 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
     read at least one of the same [M, N] buffers."""
     columns = column_reductions(nodes)
     taken: set[str] = set()
+    taken_ops: set[str] = set()
+    used_inner_ops: set[str] = set()
     candidates: list[Candidate] = []
     for inner in row_reduction_nodes(nodes):
+        inner_ops = inner.get_operation_names()
+        if any(op in taken_ops for op in inner_ops):
+            continue  # already a column reduction of an earlier group
         M, N = _numels(inner)
         if _equal(N, 1):
             continue
-        inner_ops = inner.get_operation_names()
         inner_reads = {d.name for d in inner.read_writes.reads}
         matched = []
         for col in columns:
-            if col.out_name in taken or col.out_node.get_name() in inner_ops:
+            if col.out_name in taken or col.operation_names() & (inner_ops | used_inner_ops):
                 continue
             if not (_equal(col.numel, N) and _equal(col.rnumel, M)):
                 continue
@@ -165,6 +181,9 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
             matched.append(col)
         if matched:
             taken.update(c.out_name for c in matched)
+            for c in matched:
+                taken_ops.update(c.operation_names())
+            used_inner_ops.update(inner_ops)
             candidates.append(Candidate(inner=inner, columns=matched, M=M, N=N))
     return candidates
 

@@ -1,0 +1,39 @@
+"""Test setup: Triton's interpreter must be on before triton is first imported."""
+
+import os
+import tempfile
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+# Each run compiles from scratch, so counters reflect this code, not a warm cache.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_ext_"))
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import inductor_ext  # noqa: E402
+from inductor_ext.testing import cpu_interpret  # noqa: E402
+
+
+@pytest.fixture
+def interp():
+    """CPU interpreter on, a clean dynamo state and zeroed counters."""
+    torch._dynamo.reset()
+    inductor_ext.metrics.reset()
+    with cpu_interpret():
+        yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def plugin(interp):
+    """The plugin on (always_fuse: interpreter shapes are far below the profitable size)."""
+    with torch._inductor.config.patch(inductor_ext.options()), \
+            inductor_ext.config.patch(always_fuse=True):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
