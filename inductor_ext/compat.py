@@ -6,6 +6,7 @@ torch release means reading one file.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import logging
@@ -19,12 +20,9 @@ from torch._inductor import metrics as inductor_metrics
 from torch._inductor.codegen import triton as triton_codegen
 from torch._inductor.codegen.simd import DisableReduction, EnableReduction
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
-from torch._inductor.custom_graph_pass import CustomSchedulerPass, get_hash_for_files
+from torch._inductor.custom_graph_pass import get_hash_for_files
 from torch._inductor.ops_handler import WrapperHandler
-from torch._inductor.optimize_indexing import (
-    convert_index_expr_to_value_expr,
-    indexing_dtype_strength_reduction,
-)
+from torch._inductor.optimize_indexing import indexing_dtype_strength_reduction
 from torch._inductor.runtime.hints import DeviceProperties
 from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.scheduler import (
@@ -36,6 +34,27 @@ from torch._inductor.scheduler import (
 from torch._inductor.virtualized import V
 
 log = logging.getLogger("torch._inductor.inductor_ext")
+
+try:  # torch >= 2.12 keys the FX graph cache on a scheduler pass's uuid()
+    from torch._inductor.custom_graph_pass import CustomSchedulerPass
+except ImportError:  # torch 2.11: post-fusion passes are plain callables
+
+    class CustomSchedulerPass(abc.ABC):  # type: ignore[no-redef]
+        """Stand-in with the same interface as torch >= 2.12's CustomSchedulerPass."""
+
+        @abc.abstractmethod
+        def __call__(self, nodes: list[Any]) -> list[Any]: ...
+
+        @abc.abstractmethod
+        def uuid(self) -> Any: ...
+
+
+try:  # torch >= 2.12
+    from torch._inductor.optimize_indexing import convert_index_expr_to_value_expr
+except ImportError:  # torch 2.11 has no such rewrite
+
+    def convert_index_expr_to_value_expr(loop_body: Any) -> None:
+        return None
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 SUPPORTED_TORCH = ((2, 11), (2, 14))

@@ -79,8 +79,8 @@ class MixOrderKernel(TritonKernel):
 
         return triton_heuristics.FixedGrid
 
-    def inductor_meta_per_kernel(self) -> dict[str, Any]:
-        out = super().inductor_meta_per_kernel()
+    def inductor_meta_common(self) -> dict[str, Any]:  # type: ignore[override]
+        out = dict(super().inductor_meta_common())
         out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
         out["inductor_ext_plan"] = dataclasses.asdict(self.plan)
         return out
