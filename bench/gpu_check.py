@@ -95,6 +95,9 @@ def main():
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
     ap.add_argument("--ops", default="rms,ln")
     ap.add_argument("--variants", default="eager,inductor_nomix,inductor_mix,inductor_ext")
+    ap.add_argument("--sweep", default="",
+                    help="CUDA flavor settings to try for inductor_ext, e.g. "
+                         "'programs_per_sm=2|4,elems_per_warp=256|512'")
     args = ap.parse_args()
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     copy_tbps = copy_bandwidth()
@@ -110,9 +113,12 @@ def main():
             params = [t for t in inputs if t is not None]
             up = [None if t is None else t.detach().double().requires_grad_() for t in inputs]
             ref = torch.autograd.grad(fn(*up), [t for t in up if t is not None], dy.double())
-            for variant in args.variants.split(","):
+            for variant, setting in _variants(args):
                 try:
-                    row = run_variant(op, M, N, dtype, variant, ref, fn, inputs, dy)
+                    with _flavor_setting(setting):
+                        row = run_variant(op, M, N, dtype, variant, ref, fn, inputs, dy)
+                    if setting:
+                        row["variant"] = f"{variant}[{setting}]"
                 except Exception as exc:  # keep going: report the failure in the table
                     row = dict(op=op, M=M, N=N, dtype=dt, variant=variant, us=float("nan"),
                                TBps=float("nan"), max_rel_err=float("nan"), correct=False,
@@ -120,7 +126,7 @@ def main():
                 row["copy_frac"] = row["TBps"] / copy_tbps
                 rows.append(row)
                 _write_csv(args.out, rows)
-                print(f"{op:3s} {M:>7d}x{N:<5d} {row['dtype']:9s} {variant:15s} "
+                print(f"{op:3s} {M:>7d}x{N:<5d} {row['dtype']:9s} {row['variant']:15s} "
                       f"{row['us']:9.1f} us {row['TBps']:6.3f} TB/s "
                       f"({row['copy_frac']:.2f} of copy) err {row['max_rel_err']:.2e} "
                       f"ok={row['correct']} ext_kernels={row['ext_kernels']} "
@@ -128,6 +134,35 @@ def main():
                       flush=True)
             del fn, inputs, dy, ref, up, params
             torch.cuda.empty_cache()
+
+
+def _variants(args):
+    out = [(v, "") for v in args.variants.split(",")]
+    if args.sweep:
+        import itertools
+        keys, values = zip(*(kv.split("=") for kv in args.sweep.split(",")))
+        for combo in itertools.product(*(v.split("|") for v in values)):
+            out.append(("inductor_ext", ";".join(f"{k}={c}" for k, c in zip(keys, combo))))
+    return out
+
+
+class _flavor_setting:
+    """Temporarily set CudaFlavor class attributes (bench-only exploration)."""
+
+    def __init__(self, setting):
+        from inductor_ext.codegen.cuda import CudaFlavor
+        self.cls = CudaFlavor
+        self.items = [kv.split("=") for kv in setting.split(";") if kv]
+        self.saved = {}
+
+    def __enter__(self):
+        for k, v in self.items:
+            self.saved[k] = getattr(self.cls, k)
+            setattr(self.cls, k, int(v))
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(self.cls, k, v)
 
 
 def _write_csv(out_dir, rows):

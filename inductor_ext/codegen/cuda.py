@@ -7,12 +7,8 @@ import functools
 import torch
 
 from .. import compat
-from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, prev_pow2, register
+from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, register
 
-# Elements of one [BLOCK_M, R0_BLOCK] tile we aim for: enough loads in flight per program
-# without spilling the fp32 accumulators (one tile per column reduction stays live).
-_TILE_ELEMS = 4096
-_PROGRAMS_PER_SM = 4
 
 
 @functools.cache
@@ -39,13 +35,21 @@ class CudaFlavor(TargetFlavor):
     name = "cuda"
     device_types = ("cuda", "xpu", "cpu")
 
+    #: Elements of one [BLOCK_M, R0_BLOCK] tile: enough loads in flight per program
+    #: without spilling the fp32 accumulators (one tile per column reduction stays live).
+    tile_elems = 4096
+    #: Resident programs per SM the grid aims for (the workspace has one row per program).
+    programs_per_sm = 4
+    #: Tile elements per warp when choosing num_warps.
+    elems_per_warp = 256
+
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
         r0_block = next_pow2(shape.N)
-        block_m = max(1, min(64, _TILE_ELEMS // r0_block))
+        block_m = max(1, min(64, self.tile_elems // r0_block))
         block_m = min(block_m, next_pow2(shape.M_hint))
         tile = block_m * r0_block
-        num_warps = max(2, min(16, tile // 256))
-        max_programs = _sm_count(shape.device) * _PROGRAMS_PER_SM
+        num_warps = max(2, min(16, tile // self.elems_per_warp))
+        max_programs = _sm_count(shape.device) * self.programs_per_sm
         if split_size is not None:
             rows = max(block_m, -(-split_size // block_m) * block_m)
             programs = max(1, -(-shape.M_hint // rows))

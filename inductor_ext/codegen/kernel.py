@@ -62,6 +62,9 @@ class MixOrderKernel(TritonKernel):
         self.ws_offset = 0
 
     # -- the row axis lives in our loop ------------------------------------------------
+    def want_no_x_dim(self) -> bool:
+        return False  # our row loop and accumulators are written for a 2-D [XBLOCK, R0] tile
+
     def iteration_ranges_codegen_header(self, entry: Any, code: Any) -> None:
         if entry.prefix == "x":
             return  # xindex / xmask are written per row block in codegen_body
