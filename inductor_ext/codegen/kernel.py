@@ -90,7 +90,7 @@ class MixOrderKernel(TritonKernel):
 
     # -- partial accumulation ----------------------------------------------------------
     def accumulate_mask(self) -> str:
-        masks = [tree.mask_name() for tree in self.range_trees
+        masks = [f"{tree.prefix}mask" for tree in self.range_trees
                  if not self._has_constant_mask(tree)]
         return " & ".join(masks) if masks else ""
 
