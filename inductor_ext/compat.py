@@ -24,13 +24,13 @@ from torch._inductor.custom_graph_pass import get_hash_for_files
 from torch._inductor.ops_handler import WrapperHandler
 from torch._inductor.optimize_indexing import indexing_dtype_strength_reduction
 from torch._inductor.runtime.hints import DeviceProperties
-from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.scheduler import (
     BaseSchedulerNode,
     FusedSchedulerNode,
     Scheduler,
     SchedulerNode,
 )
+from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.virtualized import V
 
 log = logging.getLogger("torch._inductor.inductor_ext")

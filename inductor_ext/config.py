@@ -9,7 +9,6 @@ fails loudly with the option's name instead of silently falling back.
 import sys
 from typing import Optional
 
-
 from torch.utils._config_module import Config, install_config_module
 
 #: Fuse every legal pair, skipping the profitability model (tests use it on small shapes).

@@ -7,8 +7,7 @@ import functools
 import torch
 
 from .. import compat
-from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, register
-
+from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, prev_pow2, register
 
 
 @functools.cache
@@ -47,6 +46,8 @@ class CudaFlavor(TargetFlavor):
         r0_block = next_pow2(shape.N)
         block_m = max(1, min(64, self.tile_elems // r0_block))
         block_m = min(block_m, next_pow2(shape.M_hint))
+        if split_size is not None:
+            block_m = min(block_m, prev_pow2(split_size))
         tile = block_m * r0_block
         num_warps = max(2, min(16, tile // self.elems_per_warp))
         max_programs = _sm_count(shape.device) * self.programs_per_sm

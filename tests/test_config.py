@@ -1,0 +1,109 @@
+"""Turning the plugin on and off, options, validation, the entry point and the cache key."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch._inductor.config as inductor_config
+
+import inductor_ext
+from inductor_ext import compat
+from inductor_ext.testing.reference import rms_backward
+
+
+@pytest.fixture(autouse=True)
+def _off():
+    inductor_ext.disable()
+    yield
+    inductor_ext.disable()
+
+
+def test_enable_disable_idempotent_and_upstream_exclusive():
+    has_upstream = compat.has_upstream_mix_order()
+    before = inductor_config.triton.mix_order_reduction if has_upstream else None
+    inductor_ext.enable()
+    inductor_ext.enable()
+    assert inductor_ext.is_enabled()
+    assert isinstance(inductor_config._post_fusion_custom_pass, inductor_ext.MixOrderPass)
+    if has_upstream:
+        assert inductor_config.triton.mix_order_reduction is False
+    inductor_ext.disable()
+    inductor_ext.disable()
+    assert not inductor_ext.is_enabled()
+    assert inductor_config._post_fusion_custom_pass is None
+    if has_upstream:
+        assert inductor_config.triton.mix_order_reduction == before
+
+
+def test_options_dict():
+    opts = inductor_ext.options()
+    assert isinstance(opts["_post_fusion_custom_pass"], inductor_ext.MixOrderPass)
+    if compat.has_upstream_mix_order():
+        assert opts["triton.mix_order_reduction"] is False
+
+
+def test_enable_refuses_a_foreign_pass():
+    with inductor_config.patch(_post_fusion_custom_pass=lambda nodes: nodes):
+        with pytest.raises(RuntimeError, match="_post_fusion_custom_pass"):
+            inductor_ext.enable()
+
+
+def _rms_inputs():
+    return torch.randn(64, 40), torch.randn(40), torch.randn(64, 40), torch.rand(64, 1) + 0.5
+
+
+def test_torch_compile_options(interp):
+    with inductor_ext.config.patch(always_fuse=True):
+        torch.compile(rms_backward, options=inductor_ext.options())(*_rms_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 1
+
+
+def test_enable_for_all_compiles(interp):
+    inductor_ext.enable()
+    with inductor_ext.config.patch(always_fuse=True):
+        torch.compile(rms_backward)(*_rms_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 1
+
+
+@pytest.mark.parametrize("option,value", [
+    ("split_size", 0), ("split_size", 2.5), ("target", "tpu"), ("always_fuse", "yes"),
+    ("max_persistent_n", -1),
+])
+def test_bad_option_raises_naming_it(interp, option, value):
+    with inductor_ext.config.patch(**{option: value}):
+        with pytest.raises(Exception, match=option):
+            torch.compile(rms_backward, options=inductor_ext.options())(*_rms_inputs())
+
+
+def test_uuid_tracks_options():
+    p = inductor_ext.MixOrderPass()
+    base = p.uuid()
+    assert base == p.uuid()
+    with inductor_ext.config.patch(always_fuse=True):
+        assert p.uuid() != base
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_env_var_enables_through_entry_point():
+    code = ("import torch, torch._inductor.config as c; "
+            "print(type(c._post_fusion_custom_pass).__name__)")
+    on = _python(code, INDUCTOR_EXT="1")
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.strip() == "MixOrderPass"
+    off = _python(code, INDUCTOR_EXT="0")
+    assert off.stdout.strip() == "NoneType"
+
+
+def test_env_var_failure_warns_and_import_torch_still_works():
+    code = "import torch; print('imported', torch.__version__)"
+    res = _python(code, INDUCTOR_EXT="1", INDUCTOR_EXT_TARGET="not-a-target")
+    assert res.returncode == 0, res.stderr
+    assert "imported" in res.stdout
+    assert "inductor_ext" in res.stderr and "target" in res.stderr
