@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import sympy
@@ -207,6 +208,19 @@ def _swapped_vars(kernel: MixOrderKernel, cb: _ColumnBody) -> tuple[list[Any], l
     return reorder.body_args(kernel_vars)
 
 
+def _scheduled_nodes(kernel: MixOrderKernel, node_schedule: list[Any]) -> Iterator[Any]:
+    """The scheduler nodes of an Inductor node schedule, each yielded inside the
+    reduction on/off scope its markers call for."""
+    with contextlib.ExitStack() as stack:
+        for item in node_schedule:
+            if item is DisableReduction:
+                stack.enter_context(kernel.disable_reduction())
+            elif item is EnableReduction:
+                stack.close()
+            else:
+                yield item
+
+
 def codegen_mix_order(scheduling: Any, node: Any) -> None:
     """Emit the fused kernel for a MixOrderNode through Inductor's Triton scheduling."""
     from .. import metrics
@@ -226,34 +240,19 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
 
     with kernel:
         all_indexing: dict[Any, None] = {}
-        stack = contextlib.ExitStack()
-        for item in node_schedule:
-            if item is DisableReduction:
-                stack.enter_context(kernel.disable_reduction())
-            elif item is EnableReduction:
-                stack.close()
-            else:
-                item.decide_inplace_update()
-                index_vars = kernel.split_and_set_ranges(item.get_ranges())
-                all_indexing.update(
-                    dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
-        stack.close()
+        for item in _scheduled_nodes(kernel, node_schedule):
+            item.decide_inplace_update()
+            index_vars = kernel.split_and_set_ranges(item.get_ranges())
+            all_indexing.update(dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
         for cb in columns:
             col_vars, row_vars = _swapped_vars(kernel, cb)
             all_indexing.update(dict.fromkeys(cb.body.indexing_from_args([col_vars, row_vars])
                                               .values()))
         kernel.finalize_indexing(all_indexing.keys())
 
-        for item in node_schedule:
-            if item is DisableReduction:
-                stack.enter_context(kernel.disable_reduction())
-            elif item is EnableReduction:
-                stack.close()
-            else:
-                compat.prepare_body_for_codegen(item._body)
-                index_vars = kernel.split_and_set_ranges(item.get_ranges())
-                item.codegen(index_vars)
-        stack.close()
+        for item in _scheduled_nodes(kernel, node_schedule):
+            compat.prepare_body_for_codegen(item._body)
+            item.codegen(kernel.split_and_set_ranges(item.get_ranges()))
         for cb in columns:
             compat.prepare_body_for_codegen(cb.body)
             col_vars, row_vars = _swapped_vars(kernel, cb)
