@@ -118,7 +118,6 @@ class UnsplitReduction:
     reduction_ranges: tuple[Any, ...]
     reduction_type: str
     reduction_hint: Any
-    final_name: str
 
 
 def unsplit_records() -> dict[str, UnsplitReduction]:
@@ -192,7 +191,6 @@ def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
         reduction_ranges=tuple(reduction_ranges),
         reduction_type=reduction_type,
         reduction_hint=reduction_hint,
-        final_name="",
     )
 
 
@@ -264,11 +262,6 @@ def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
         override_persistent_reduction=True,
         fixed_config=FixedTritonConfig(fixed_config),
     )
-
-
-def define_triton_kernel(scheduling: Any, src_code: str, node_schedule: list[Any],
-                         kernel: Any) -> str:
-    return scheduling.define_kernel(src_code, node_schedule, kernel)
 
 
 def triton_scheduling_of(backend: Any) -> Any:

@@ -7,7 +7,3 @@ from typing import Any
 
 def on_decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
     """Called once per declined candidate."""
-
-
-def on_fused(info: dict[str, Any]) -> None:
-    """Called once per fused kernel generated."""

@@ -41,6 +41,16 @@ def _hint(expr: Any) -> int:
     return int(V.graph.sizevars.optimization_hint(expr))
 
 
+def _nbytes(name: str) -> tuple[int, int]:
+    """(bytes, element size) of a graph buffer at its size hint; (0, 1) if unknown."""
+    try:
+        buf = V.graph.get_buffer(name)
+        itemsize = buf.get_dtype().itemsize
+        return _hint(sympy.Mul(*buf.get_size())) * itemsize, itemsize
+    except Exception:
+        return 0, 1
+
+
 def shape_info(cand: Candidate) -> ShapeInfo:
     M_hint = _hint(cand.M)
     N = int(cand.N)
@@ -48,33 +58,13 @@ def shape_info(cand: Candidate) -> ShapeInfo:
     shared = set()
     for col in cand.columns:
         shared |= inner_reads & col.reads()
-    seen: set[str] = set()
-    shared_bytes = 0
-    total_bytes = 0
-    elem_bytes = 1
-    names = set(inner_reads)
+    reads = set(inner_reads)
     for col in cand.columns:
-        names |= col.reads()
-    for name in names:
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            buf = V.graph.get_buffer(name)
-            nbytes = _hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
-        except Exception:
-            continue
-        total_bytes += nbytes
-        if name in shared:
-            shared_bytes += nbytes
-            elem_bytes = max(elem_bytes, buf.get_dtype().itemsize)
-    for sub in cand.inner.get_nodes():
-        for dep in sub.read_writes.writes:
-            try:
-                buf = V.graph.get_buffer(dep.name)
-                total_bytes += _hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
-            except Exception:
-                continue
+        reads |= col.reads()
+    writes = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.writes}
+    shared_bytes = sum(_nbytes(name)[0] for name in shared)
+    total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
+    elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,

@@ -19,13 +19,14 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import sympy
 import torch
 
 from .. import compat
 from .. import config as ext_config
-from ..compat import V, ir
+from ..compat import BaseSchedulerNode, V, ir
 from .match import Candidate, ColumnReduction
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
@@ -65,23 +66,20 @@ def check_column(candidate: Candidate, col: ColumnReduction,
         return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
     col_ops = col.operation_names()
     inner_ops = candidate.inner.get_operation_names()
-    inner_ancestors = set()
-    for sub in candidate.inner.get_nodes():
-        inner_ancestors |= set(sub.ancestors)
-    col_ancestors = set()
-    for sub in col.absorbed:
-        col_ancestors |= set(sub.ancestors)
+    inner_ancestors = _ancestors(candidate.inner.get_nodes())
+    col_ancestors = _ancestors(col.absorbed)
     if col_ops & inner_ancestors or inner_ops & col_ancestors:
         return "producer_consumer", f"{candidate.inner.get_name()} <-> {col.out_name}"
     for other in accepted:
-        if other.operation_names() & col_ancestors or col_ops & _ancestors(other):
+        if other.operation_names() & col_ancestors or col_ops & _ancestors(other.absorbed):
             return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
     return None
 
 
-def _ancestors(col: ColumnReduction) -> set[str]:
+def _ancestors(nodes: Sequence[BaseSchedulerNode]) -> set[str]:
+    """Every operation some node of `nodes` transitively depends on."""
     out: set[str] = set()
-    for sub in col.absorbed:
+    for sub in nodes:
         out |= set(sub.ancestors)
     return out
 

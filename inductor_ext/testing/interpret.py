@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
-import torch
-
 _INTERPRET_HASH = "INDUCTOR-EXT-TRITON-INTERPRETER"
 
 
@@ -103,7 +101,3 @@ def _restore_env(old: str | None) -> None:
         os.environ["TRITON_INTERPRET"] = old
     _set_interpret_flag(old == "1")
 
-
-def fresh_compile_state() -> None:
-    """Forget compiled graphs so the next torch.compile runs the hook again."""
-    torch._dynamo.reset()
