@@ -6,8 +6,10 @@ read the same [M, N] tensors (dw, db) into one kernel; see README.md.
 
 from __future__ import annotations
 
-from . import config, metrics
+from . import config, logs, metrics
 from .plugin import MixOrderPass, disable, enable, is_enabled, options
+
+logs.register()
 
 __version__ = "0.1.0"
 

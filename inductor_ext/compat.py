@@ -9,14 +9,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
-from torch._inductor import metrics as inductor_metrics
 from torch._inductor.codegen import triton as triton_codegen
 from torch._inductor.codegen.simd import DisableReduction, EnableReduction
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
@@ -33,7 +31,7 @@ from torch._inductor.scheduler import (
 from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.virtualized import V
 
-log = logging.getLogger("torch._inductor.inductor_ext")
+from .logs import log
 
 try:  # torch >= 2.12 keys the FX graph cache on a scheduler pass's uuid()
     from torch._inductor.custom_graph_pass import CustomSchedulerPass
@@ -88,12 +86,6 @@ UPSTREAM_MIX_ORDER_KEY = "triton.mix_order_reduction"
 
 def has_upstream_mix_order() -> bool:
     return hasattr(inductor_config.triton, "mix_order_reduction")
-
-
-def bump_upstream_mix_order_counter() -> None:
-    """Count our kernels where existing tooling looks for mix-order kernels."""
-    if hasattr(inductor_metrics, "codegen_mix_order_reduction"):
-        inductor_metrics.codegen_mix_order_reduction += 1
 
 
 # --------------------------------------------------------------------------------------
@@ -272,6 +264,17 @@ def triton_scheduling_of(backend: Any) -> Any:
     if isinstance(inner, TritonScheduling):
         return inner
     return None
+
+
+def kernel_path(src_code: str, kernel_name: str) -> str:
+    """Where Inductor writes a kernel's source (the '# kernel path:' of the wrapper)."""
+    from torch._inductor.codecache import code_hash, get_path
+    from torch._inductor.utils import Placeholder
+
+    subs = kernel_name if inductor_config.triton.unique_kernel_names else "triton_"
+    final = src_code.replace(str(Placeholder.DESCRIPTIVE_NAME), kernel_name)
+    final = final.replace(str(Placeholder.KERNEL_NAME), subs).replace("#pragma CMT", "#")
+    return get_path(code_hash(final.strip()), "py")[2]
 
 
 def device_properties(device: torch.device) -> DeviceProperties:

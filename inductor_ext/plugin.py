@@ -7,7 +7,6 @@ either gives a new cache key.
 
 from __future__ import annotations
 
-import logging
 import pathlib
 from typing import Any
 
@@ -16,8 +15,6 @@ from torch._inductor import config as inductor_config
 from . import compat
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass
-
-log = logging.getLogger("torch._inductor.inductor_ext")
 
 _PASS_KEY = "_post_fusion_custom_pass"
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent

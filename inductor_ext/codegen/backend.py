@@ -7,15 +7,12 @@ group's original nodes with Inductor's own kernels.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import torch
 
 from .. import compat
 from ..compat import FusedSchedulerNode, Scheduler
-
-log = logging.getLogger("torch._inductor.inductor_ext")
 
 
 def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:

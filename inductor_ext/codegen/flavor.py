@@ -42,7 +42,8 @@ class ShapeInfo:
     num_columns: int  # partial accumulations in the group
     elem_bytes: int  # widest element read from the [M, N] inputs
     shared_bytes: int  # bytes of [M, N] inputs both sides read (saved by fusing)
-    total_bytes: int  # bytes the fused kernel must move at least
+    total_bytes: int  # bytes the fused kernel must move at least (workspace excluded)
+    unfused_bytes: int  # bytes the unfused kernels move at least
     device: torch.device
 
 

@@ -272,6 +272,9 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
         src_code = kernel.codegen_kernel()
     kernel_name = scheduling.define_kernel(src_code, node_schedule, kernel)
     kernel.kernel_name = kernel_name
+    # Everything that can still fail runs before the first irrevocable wrapper line below,
+    # so a failure here falls back cleanly to Inductor's own kernels.
+    fusion_row = _fusion_row(node, kernel, kernel_name, src_code)
 
     for col in node.columns:
         for absorbed in col.absorbed:
@@ -286,5 +289,34 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     V.graph.removed_buffers |= kernel.removed_buffers
     V.graph.inplaced_to_remove |= kernel.inplaced_to_remove
     scheduling.free_buffers_in_scheduler()
-    metrics.record_kernel()
-    compat.bump_upstream_mix_order_counter()
+    metrics.record_kernel(fusion_row)
+
+
+def _fusion_row(node: Any, kernel: MixOrderKernel, kernel_name: str,
+                src_code: str) -> dict[str, Any]:
+    """The mix_order_fusion table row of one generated kernel."""
+    from ..scheduler.hook import graph_id
+
+    plan: LaunchPlan = node.plan
+    K = len(kernel.partials)
+    ws_bytes = plan.programs * K * int(node.N) * 4
+    dtypes = sorted({str(V.graph.get_dtype(name)).replace("torch.", "")
+                     for name in kernel.args.input_buffers})
+    return {
+        "graph_id": graph_id(),
+        "kernel_name": kernel_name,
+        "kernel_path": compat.kernel_path(src_code, kernel_name),
+        "inner_node": "+".join(n.get_name() for n in node.inner_nodes),
+        "outer_nodes": " ".join(col.out_name for col in node.columns),
+        "M": node.M,
+        "N": node.N,
+        "input_dtypes": " ".join(dtypes),
+        "num_partials": K,
+        "target": plan.target,
+        "programs": plan.programs,
+        "block_m": plan.block_m,
+        "split_size": plan.rows_per_program(node.shape.M_hint),
+        "workspace_bytes": ws_bytes,
+        "bytes_fused": node.shape.total_bytes + 2 * ws_bytes,
+        "bytes_unfused": node.shape.unfused_bytes,
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,11 +11,10 @@ from .. import compat, metrics
 from .. import config as ext_config
 from ..codegen.flavor import LaunchPlan, ShapeInfo, flavor_for
 from ..compat import BaseSchedulerNode, V
+from ..logs import log
 from . import legality
 from .convert import convert
 from .match import Candidate, find_candidates
-
-log = logging.getLogger("torch._inductor.inductor_ext")
 
 _warned: set[str] = set()
 
@@ -30,11 +28,20 @@ def _warn_once(key: str, msg: str, *args: Any) -> None:
 
 
 def decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
-    metrics.record_reject(reason)
+    """Count, log and (if the table is on) record one declined candidate."""
+    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id())
     log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s", names, M, N, reason, detail)
-    from .. import report_hooks
 
-    report_hooks.on_decline(names, M, N, reason, detail)
+
+def graph_id() -> str:
+    """The compile id of the graph being compiled (e.g. '0/0'), for the tables."""
+    try:
+        from torch._guards import CompileContext
+
+        cid = CompileContext.current_compile_id()
+        return "" if cid is None else str(cid)
+    except Exception:
+        return ""
 
 
 def _hint(expr: Any) -> int:
@@ -62,20 +69,25 @@ def shape_info(cand: Candidate) -> ShapeInfo:
     for col in cand.columns:
         reads |= col.reads()
     writes = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.writes}
+    writes |= {col.out_name for col in cand.columns}
     shared_bytes = sum(_nbytes(name)[0] for name in shared)
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
+    # Unfused, every column reduction reads its inputs again in its own kernel.
+    unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
+                                      for name in col.reads() & inner_reads)
     elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
+                     unfused_bytes=unfused_bytes,
                      device=cand.inner.get_device())
 
 
-def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, str, str]:
-    """(plan, reason, detail); plan is None when the group is declined."""
+def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
+    """(plan, shape, reason, detail); plan is None when the group is declined."""
     reason = legality.check_backend(cand) or legality.check_graph(cand)
     if reason:
-        return None, reason, ""
+        return None, None, reason, ""
     accepted = []
     for col in cand.columns:
         bad = legality.check_column(cand, col, accepted)
@@ -84,7 +96,7 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, str, str]:
         else:
             accepted.append(col)
     if not accepted:
-        return None, "", ""
+        return None, None, "", ""
     cand.columns = accepted
     shape = shape_info(cand)
     flavor = flavor_for(shape.device, ext_config.target)
@@ -92,8 +104,8 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, str, str]:
     if not ext_config.always_fuse:
         ok, why = flavor.profitable(shape, plan)
         if not ok:
-            return None, "not_profitable", why
-    return plan, "", ""
+            return None, shape, "not_profitable", why
+    return plan, shape, "", ""
 
 
 def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
@@ -114,13 +126,13 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
         try:
-            plan, reason, detail = plan_candidate(cand)
+            plan, shape, reason, detail = plan_candidate(cand)
             if plan is None:
                 if reason:
                     decline(cand.describe(), cand.M, cand.N, reason, detail)
                 continue
             install_backend_wrapper(sched, cand.inner.get_device())
-            nodes = convert(sched, nodes, cand, plan)
+            nodes = convert(sched, nodes, cand, plan, shape)
             log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
                       cand.M, cand.N, plan)
         except Exception as exc:

@@ -19,7 +19,7 @@ class MixOrderNode(FusedSchedulerNode):
 
     def __init__(self, scheduler: Scheduler, inner: BaseSchedulerNode,
                  columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
-                 plan: Any) -> None:
+                 plan: Any, shape: Any) -> None:
         absorbed = [n for col in columns for n in col.absorbed]
         super().__init__(scheduler, [*inner.get_nodes(), *absorbed])
         self.inner_nodes = list(inner.get_nodes())
@@ -27,6 +27,7 @@ class MixOrderNode(FusedSchedulerNode):
         self.M = M
         self.N = N
         self.plan = plan
+        self.shape = shape  # ShapeInfo the plan was made from (bytes, dtypes, device)
         self.group = inner.group
 
     def debug_str_extra(self) -> str:
