@@ -124,6 +124,9 @@ def main():
                                TBps=float("nan"), max_rel_err=float("nan"), correct=False,
                                ext_kernels=-1, upstream_mo_kernels=-1, error=repr(exc)[:200])
                 row["copy_frac"] = row["TBps"] / copy_tbps
+                inductor_ext.metrics.record_bench(
+                    op, f"{M}x{N}", row["dtype"], row["variant"], row["us"], row["TBps"],
+                    row["copy_frac"])
                 rows.append(row)
                 _write_csv(args.out, rows)
                 print(f"{op:3s} {M:>7d}x{N:<5d} {row['dtype']:9s} {row['variant']:15s} "

@@ -15,6 +15,7 @@ records, like Inductor's own tables: a warm cache hit writes none.
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -79,7 +80,12 @@ def _add_row(name: str, row_fn: Callable[[], dict[str, Any]]) -> None:
         return {k: (v if isinstance(v, (float, type(None))) else str(v))
                 for k, v in row_fn().items()}
 
-    inductor_metrics.get_metric_table(name).add_row(typed_row)
+    table = inductor_metrics.get_metric_table(name)
+    if not os.path.exists(table.output_filename()):
+        # MetricTable writes the header once per process; a new working directory (or a
+        # deleted file) would otherwise get rows without one.
+        table.write_header()
+    table.add_row(typed_row)
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ import tempfile
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # Each run compiles from scratch, so counters reflect this code, not a warm cache.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_ext_"))
-os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT", "0")  # a test may turn it on
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 import pytest  # noqa: E402

@@ -1,0 +1,178 @@
+"""Metric tables, counters across the FX graph cache, the log and the report."""
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._inductor.config as inductor_config
+from torch._dynamo.utils import counters
+
+import inductor_ext
+from inductor_ext import report
+from inductor_ext.metrics import TABLE_COLUMNS
+from inductor_ext.testing.reference import layer_norm, rms_backward
+
+TABLES = "mix_order_fusion,mix_order_reject"
+
+
+def _inputs(M=64, N=40):
+    return torch.randn(M, N), torch.randn(N), torch.randn(M, N), torch.rand(M, 1) + 0.5
+
+
+def _rows(name):
+    path = f"metric_table_{name}.csv"
+    if not os.path.exists(path):
+        return None, []
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with inductor_config.patch(enabled_metric_tables=TABLES):
+        yield tmp_path
+
+
+def test_fusion_row(plugin, tables):
+    torch.compile(rms_backward)(*_inputs())
+    header, rows = _rows("mix_order_fusion")
+    assert header == ["model_name", *TABLE_COLUMNS["mix_order_fusion"]]
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["M"], row["N"]) == ("64", "40")
+    assert row["input_dtypes"] == "float32"
+    assert row["num_partials"] == "1" and row["target"] == "cuda"
+    assert os.path.exists(row["kernel_path"])
+    assert row["kernel_name"] in open(row["kernel_path"]).read()
+    assert int(row["bytes_unfused"]) > 0 and int(row["workspace_bytes"]) > 0
+    assert int(row["programs"]) * int(row["split_size"]) >= 64
+
+
+def test_layer_norm_row_has_two_partials_and_bf16(plugin, tables):
+    N = 40
+    x = torch.randn(64, N, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
+    y = torch.compile(layer_norm)(x, w, b)
+    torch.autograd.grad(y, (x, w, b), torch.randn_like(x))
+    _, rows = _rows("mix_order_fusion")
+    assert len(rows) == 1
+    assert rows[0]["num_partials"] == "2"
+    assert "bfloat16" in rows[0]["input_dtypes"].split()
+
+
+def test_reject_rows(plugin, tables):
+    def producer_consumer(x, w, dy):
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return x * rstd * w, (dy * x * rstd).sum(0)
+
+    def argmax_pair(a, b):
+        v = a * b
+        return v.sum(1), v.argmax(0)
+
+    x, w, dy, _ = _inputs()
+    torch.compile(producer_consumer)(x, w, dy)
+    torch.compile(argmax_pair)(torch.randn(33, 29), torch.randn(33, 29))
+    with inductor_ext.config.patch(always_fuse=False):
+        torch._dynamo.reset()
+        torch.compile(rms_backward)(*_inputs())
+    header, rows = _rows("mix_order_reject")
+    assert header == ["model_name", *TABLE_COLUMNS["mix_order_reject"]]
+    reasons = [r["reason"] for r in rows]
+    assert "producer_consumer" in reasons
+    assert "unsupported_reduction_type" in reasons
+    assert "not_profitable" in reasons
+    small = next(r for r in rows if r["reason"] == "not_profitable")
+    assert (small["M"], small["N"]) == ("64", "40")
+    assert inductor_ext.metrics.rejected_pairs["not_profitable"] == 1
+
+
+def test_no_table_written_when_not_enabled(plugin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    torch.compile(rms_backward)(*_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert not list(tmp_path.glob("metric_table_*.csv"))
+
+
+def test_enabling_after_inductor_parsed_the_setting(plugin, tmp_path, monkeypatch):
+    from torch._inductor import metrics as inductor_metrics
+
+    monkeypatch.chdir(tmp_path)
+    assert not inductor_metrics.is_metric_table_enabled("mix_order_fusion")  # parsed, cached
+    with inductor_config.patch(enabled_metric_tables="mix_order_fusion"):
+        torch.compile(rms_backward)(*_inputs())
+    assert len(_rows("mix_order_fusion")[1]) == 1
+
+
+def test_counters_survive_a_warm_fx_graph_cache(plugin, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+    def fused_and_declined(x, w, dy, rstd):
+        dx, dw = rms_backward(x, w, dy, rstd)
+        v = x * dy
+        return dx, dw, v.sum(1), v.argmax(0)
+
+    args = _inputs()
+    with inductor_config.patch(fx_graph_cache=True, force_disable_caches=False):
+        torch.compile(fused_and_declined)(*args)
+        cold = (inductor_ext.metrics.mix_order_kernels, inductor_ext.metrics.rejected_pairs)
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        torch._dynamo.reset()
+        inductor_ext.metrics.reset()
+        torch.compile(fused_and_declined)(*args)
+        warm = (inductor_ext.metrics.mix_order_kernels, inductor_ext.metrics.rejected_pairs)
+        assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1
+    assert cold[0] >= 1 and sum(cold[1].values()) >= 1
+    assert warm == cold
+
+
+def test_report_summary_and_plot(plugin, tables, capsys):
+    torch.compile(rms_backward)(*_inputs())
+    torch.compile(lambda a, b: ((a * b).sum(1), (a * b).argmax(0)))(
+        torch.randn(33, 29), torch.randn(33, 29))
+    files = ["metric_table_mix_order_fusion.csv", "metric_table_mix_order_reject.csv"]
+    argv = [*files]
+    plot = pytest.importorskip("matplotlib") and "chart.png"
+    argv += ["--plot", plot]
+    assert report.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fused kernels: 1" in out
+    assert "declined candidates: 1" in out
+    assert "unsupported_reduction_type" in out
+    assert "bytes saved" in out and "kernel_name" in out
+    assert os.path.getsize("chart.png") > 1000
+
+
+def test_report_rejects_other_csv(tmp_path):
+    bad = tmp_path / "x.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not an inductor_ext metric table"):
+        report.read_tables([str(bad)])
+
+
+def test_torch_logs_prints_decisions(tmp_path):
+    code = textwrap.dedent("""
+        import torch, inductor_ext
+        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.testing.reference import rms_backward
+        args = torch.randn(64, 40), torch.randn(40), torch.randn(64, 40), torch.rand(64, 1)
+        with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()):
+            torch.compile(rms_backward)(*args)
+            with inductor_ext.config.patch(always_fuse=True):
+                torch._dynamo.reset()
+                torch.compile(rms_backward)(*args)
+    """)
+    env = {**os.environ, "TORCH_LOGS": "+inductor_ext", "TRITON_INTERPRET": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [ln for ln in res.stderr.splitlines() if "inductor_ext:" in ln]
+    assert any("declined" in ln and "not_profitable" in ln for ln in lines), lines
+    assert any("fused" in ln and "M=64" in ln for ln in lines), lines
