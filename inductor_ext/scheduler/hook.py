@@ -85,7 +85,7 @@ def shape_info(cand: Candidate) -> ShapeInfo:
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
     """(plan, shape, reason, detail); plan is None when the group is declined."""
-    reason = legality.check_backend(cand) or legality.check_graph(cand)
+    reason = legality.check_graph(cand) or legality.check_backend(cand)
     if reason:
         return None, None, reason, ""
     accepted = []
