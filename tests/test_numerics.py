@@ -14,6 +14,13 @@ from inductor_ext.testing.reference import (
 )
 
 
+@pytest.fixture(autouse=True, params=["cuda", "ascend"])
+def flavor(request):
+    """Every numerics test runs with both codegen flavors, forced on the CPU device."""
+    with inductor_ext.config.patch(target=request.param):
+        yield request.param
+
+
 def _check_norm(fn, x, params, expect_kernels=1):
     dy = torch.randn_like(x)
     inputs = [x, *params]

@@ -115,3 +115,21 @@ def test_split_size_sets_the_program_count(plugin):
         out, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs(M=64))
     assert "'fixed_grid': ['4', '1', '1']" in code  # 64 rows / 16 rows per program
     assert inductor_ext.metrics.mix_order_kernels == 1
+
+
+def test_ascend_flavor_structure(plugin):
+    """Ascend: strided row loop over vector-core programs, no num_warps/num_stages."""
+    with inductor_ext.config.patch(target="ascend", ascend_vector_cores=3):
+        out, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs(M=640))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "row_step = 3 * XBLOCK" in code
+    assert "for xoffset in tl.range(tl.program_id(0) * XBLOCK, xnumel, row_step):" in code
+    assert "'fixed_grid': ['3', '1', '1']" in code
+    assert "num_warps" not in code.split("fixed_config(")[1].split("triton_meta")[0]
+
+
+def test_ascend_declines_rows_larger_than_the_unified_buffer(plugin):
+    with inductor_ext.config.patch(target="ascend", ascend_ub_bytes=8192):
+        torch.compile(rms_backward)(*_inputs(M=64, N=200))
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs["not_persistent"] == 1

@@ -44,6 +44,7 @@ class ShapeInfo:
     shared_bytes: int  # bytes of [M, N] inputs both sides read (saved by fusing)
     total_bytes: int  # bytes the fused kernel must move at least (workspace excluded)
     unfused_bytes: int  # bytes the unfused kernels move at least
+    row_elem_bytes: int  # bytes per element of all [M, N] tiles loaded or stored
     device: torch.device
 
 
@@ -53,8 +54,16 @@ class TargetFlavor:
     name: ClassVar[str] = ""
     device_types: ClassVar[tuple[str, ...]] = ()
 
+    def fits(self, shape: ShapeInfo) -> tuple[bool, str]:
+        """Whether a whole row stays on chip (a persistent tile); (False, why) if not."""
+        return True, ""
+
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
         raise NotImplementedError
+
+    def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
+        """Compile options besides XBLOCK in the kernel's fixed config."""
+        return {"num_warps": plan.num_warps, "num_stages": plan.num_stages}
 
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
         raise NotImplementedError

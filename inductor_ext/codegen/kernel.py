@@ -231,8 +231,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
     features = SIMDKernelFeatures(node_schedule, node.M, node.N)
-    fixed = {"XBLOCK": plan.block_m, "num_warps": plan.num_warps,
-             "num_stages": plan.num_stages}
+    fixed = {"XBLOCK": plan.block_m, **flavor.launch_options(plan)}
     kernel = compat.make_kernel(
         lambda *a, **k: MixOrderKernel(*a, plan=plan, flavor=flavor, **k),
         {"x": node.M, "r0_": node.N}, features, fixed)

@@ -76,10 +76,15 @@ def shape_info(cand: Candidate) -> ShapeInfo:
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
                                       for name in col.reads() & inner_reads)
     elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
+    # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
+    # program holds at once for one row (the Ascend flavor sizes tiles from this).
+    matrix_bytes = _hint(cand.M) * N
+    row_elem_bytes = sum(size for b, size in map(_nbytes, reads | writes)
+                         if b and b == matrix_bytes * size)
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
-                     unfused_bytes=unfused_bytes,
+                     unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
                      device=cand.inner.get_device())
 
 
@@ -100,6 +105,9 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     cand.columns = accepted
     shape = shape_info(cand)
     flavor = flavor_for(shape.device, ext_config.target)
+    ok, why = flavor.fits(shape)
+    if not ok:
+        return None, shape, "not_persistent", why
     plan = flavor.plan(shape, ext_config.split_size)
     if not ext_config.always_fuse:
         ok, why = flavor.profitable(shape, plan)

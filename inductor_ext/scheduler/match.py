@@ -135,11 +135,13 @@ def row_reduction_nodes(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedule
             continue
         out.append(node)
     # Either orientation is correct. Prefer a static row length (the persistent tile needs
-    # it), then rows Inductor sees as contiguous (not OUTER-hinted), then more rows.
-    def preference(n: BaseSchedulerNode) -> tuple[bool, bool, int]:
+    # it), then rows Inductor sees as contiguous (INNER before DEFAULT before OUTER-hinted
+    # reductions), then more rows.
+    def preference(n: BaseSchedulerNode) -> tuple[bool, int, int]:
         numel, rnumel = _numels(n)
-        outer = any(_is_outer_hinted(s) for s in n.get_nodes() if s.is_reduction())
-        return (not isinstance(rnumel, (int, sympy.Integer)), outer, -_hint_of(numel))
+        hints = {_hint_name(s) for s in n.get_nodes() if s.is_reduction()}
+        rank = 2 if hints & {"OUTER", "OUTER_TINY"} else 0 if "INNER" in hints else 1
+        return (not isinstance(rnumel, (int, sympy.Integer)), rank, -_hint_of(numel))
 
     return sorted(out, key=preference)
 
@@ -151,10 +153,10 @@ def _hint_of(expr: sympy.Expr) -> int:
         return 1 << 62
 
 
-def _is_outer_hinted(snode: SchedulerNode) -> bool:
-    node = snode.node
-    hint = getattr(getattr(node, "data", None), "reduction_hint", None)
-    return getattr(hint, "name", "") in ("OUTER", "OUTER_TINY")
+def _hint_name(snode: SchedulerNode) -> str:
+    """Inductor's ReductionHint name for a reduction node ('' if none)."""
+    hint = getattr(getattr(snode.node, "data", None), "reduction_hint", None)
+    return getattr(hint, "name", "")
 
 
 def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
