@@ -52,7 +52,7 @@ def variant_options(variant):
         return {"triton.mix_order_reduction": False}
     if variant == "inductor_mix":
         return {"triton.mix_order_reduction": True}
-    if variant == "inductor_ext":
+    if variant in ("inductor_ext", "inductor_ext_ascend"):
         return inductor_ext.options()
     raise ValueError(variant)
 
@@ -67,8 +67,10 @@ def run_variant(op, M, N, dtype, variant, ref, fn, inputs, dy):
         f = fn
     else:
         f = torch.compile(fn, options=variant_options(variant))
-    y = f(*inputs)
-    grads = torch.autograd.grad(y, params, dy, retain_graph=True)
+    target = "ascend" if variant == "inductor_ext_ascend" else "auto"
+    with inductor_ext.config.patch(target=target, always_fuse=target == "ascend"):
+        y = f(*inputs)
+        grads = torch.autograd.grad(y, params, dy, retain_graph=True)
     errs = [max_rel_err(g, r) for g, r in zip(grads, ref)]
     ok = all(e <= tolerance(g.dtype) for e, g in zip(errs, grads))
     fused = inductor_ext.metrics.mix_order_kernels
@@ -78,7 +80,7 @@ def run_variant(op, M, N, dtype, variant, ref, fn, inputs, dy):
     return dict(op=op, M=M, N=N, dtype=str(dtype).replace("torch.", ""), variant=variant,
                 us=ms * 1e3, TBps=min_bytes(op, M, N, dtype.itemsize) / (ms * 1e-3) / 1e12,
                 max_rel_err=max(errs), correct=ok, ext_kernels=fused,
-                upstream_mo_kernels=upstream - (fused if variant == "inductor_ext" else 0))
+                upstream_mo_kernels=upstream - (fused if variant.startswith("inductor_ext") else 0))
 
 
 def copy_bandwidth():
