@@ -245,13 +245,14 @@ def simplify_indexing(handler: Any, var_ranges: dict[Any, Any]) -> Any:
 
 
 def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
-                features: SIMDKernelFeatures,
-                fixed_config: dict[str, int]) -> Any:
-    """Construct a TritonKernel subclass forced persistent with a fixed launch config."""
+                features: SIMDKernelFeatures, fixed_config: dict[str, int],
+                persistent: bool = True) -> Any:
+    """Construct a TritonKernel subclass with a fixed launch config, its row reduction
+    persistent (whole row in one tile) or looped over column tiles."""
     return kernel_cls(
         tiling,
         features=features,
-        override_persistent_reduction=True,
+        override_persistent_reduction=persistent,
         fixed_config=FixedTritonConfig(fixed_config),
     )
 

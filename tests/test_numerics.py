@@ -153,3 +153,14 @@ def test_dynamic_m(plugin):
         ref = rms_backward(x.double(), w.double(), dy.double(), rstd.double())
         assert_close(got, [r.double() for r in ref])
     assert inductor_ext.metrics.mix_order_kernels == 1  # compiled once for all M
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_column_tiled_layer_norm(plugin, flavor, dtype):
+    """With a tiny Unified Buffer the Ascend flavor walks each row in column tiles."""
+    N = 300
+    x = torch.randn(96, N, dtype=dtype, requires_grad=True)
+    w = torch.randn(N, dtype=dtype, requires_grad=True)
+    b = torch.randn(N, dtype=dtype, requires_grad=True)
+    with inductor_ext.config.patch(ascend_ub_bytes=8192):
+        _check_norm(layer_norm, x, [w, b])

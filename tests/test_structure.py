@@ -128,8 +128,26 @@ def test_ascend_flavor_structure(plugin):
     assert "num_warps" not in code.split("fixed_config(")[1].split("triton_meta")[0]
 
 
-def test_ascend_declines_rows_larger_than_the_unified_buffer(plugin):
+def test_ascend_column_tiled_when_a_row_exceeds_the_unified_buffer(plugin):
+    """A row that does not fit the UB budget is walked in column tiles (two passes), its
+    column partials added into the program's workspace row per tile."""
+    args = _inputs(M=64, N=200)
     with inductor_ext.config.patch(target="ascend", ascend_ub_bytes=8192):
-        torch.compile(rms_backward)(*_inputs(M=64, N=200))
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "for r0_offset in" in code  # looped over column tiles
+    assert "'R0_BLOCK': 128" in code
+    assert "tl.store(_mo_ws0, tl.load(_mo_ws0" in code
+    ref = rms_backward(*[a.double() for a in args])
+    assert_close(got, [r.double() for r in ref])
+
+
+def test_ascend_column_tiled_declines_non_sum_partials(plugin):
+    def fn(a, b):
+        v = a * b
+        return v.sum(1), v.amax(0)
+
+    with inductor_ext.config.patch(target="ascend", ascend_ub_bytes=8192):
+        torch.compile(fn)(torch.randn(64, 300), torch.randn(64, 300))
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["not_persistent"] == 1

@@ -69,18 +69,26 @@ class AscendFlavor(TargetFlavor):
     max_block_m = 64
 
     def fits(self, shape: ShapeInfo) -> tuple[bool, str]:
-        need = padded_row(shape) * tile_bytes_per_elem(shape)
-        budget = ub_budget_bytes()
-        if need > budget:
-            return False, (f"one row needs {need} B of Unified Buffer, budget {budget} B "
-                           "(column-tiled path not built)")
+        align = max(1, _TAIL_ALIGN_BYTES // max(1, shape.elem_bytes))
+        need = align * tile_bytes_per_elem(shape)
+        if need > ub_budget_bytes():
+            return False, f"even a {align}-column tile needs {need} B of Unified Buffer"
         return True, ""
 
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
         r0_block = padded_row(shape)
-        per_row = r0_block * tile_bytes_per_elem(shape)
-        block_m = prev_pow2(max(1, ub_budget_bytes() // per_row))
-        block_m = max(1, min(block_m, self.max_block_m, next_pow2(shape.M_hint)))
+        per_elem = tile_bytes_per_elem(shape)
+        budget = ub_budget_bytes()
+        column_tiled = r0_block * per_elem > budget
+        if column_tiled:
+            # A row does not fit: one row per block, walked in the widest column tile that
+            # fits (two passes: row statistics, then dx and the column partial sums).
+            r0_block = prev_pow2(budget // per_elem)
+            block_m = 1
+        else:
+            block_m = prev_pow2(max(1, budget // (r0_block * per_elem)))
+            block_m = max(1, min(block_m, self.max_block_m, next_pow2(shape.M_hint)))
+        per_row = r0_block * per_elem
         programs = vector_cores()
         if split_size is not None:
             block_m = min(block_m, prev_pow2(split_size))
@@ -89,7 +97,8 @@ class AscendFlavor(TargetFlavor):
             programs = max(1, min(programs, blocks))
         return LaunchPlan(target=self.name, programs=programs, block_m=block_m,
                           r0_block=r0_block, num_warps=1, num_stages=1, row_loop="strided",
-                          extra=(("ub_bytes", per_row * block_m),))
+                          extra=(("ub_bytes", per_row * block_m),),
+                          column_tiled=column_tiled)
 
     def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
         return {}  # triton-ascend ignores or rejects num_warps / num_stages

@@ -26,6 +26,9 @@ class LaunchPlan:
     num_stages: int
     row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
     extra: tuple[tuple[str, Any], ...] = ()
+    #: Row longer than one tile: the row reduction loops over column tiles (two passes) and
+    #: column partials are added into the program's workspace row per tile (sum only).
+    column_tiled: bool = False
 
     def rows_per_program(self, M: int) -> int:
         blocks = -(-M // self.block_m)

@@ -61,6 +61,12 @@ class MixOrderKernel(TritonKernel):
         self.ws_outer_name: str | None = None
         self.ws_inner_name: str | None = None
         self.ws_offset = 0
+        self._wrapped = False
+        self.num_partials = 0
+
+    @property
+    def column_tiled(self) -> bool:
+        return not self.persistent_reduction
 
     # -- the row axis lives in our loop ------------------------------------------------
     def want_no_x_dim(self) -> bool:
@@ -72,7 +78,7 @@ class MixOrderKernel(TritonKernel):
         super().iteration_ranges_codegen_header(entry, code)
 
     def codegen_iteration_ranges_entry(self, entry: Any) -> None:
-        if entry.prefix == "x":
+        if entry.prefix == "x" and not self.column_tiled:
             line = f"{entry.name} = {self.kexpr(self.rename_indexing(entry.expr))}"
             self.indexing_code.writeline(line)
             return
@@ -104,11 +110,33 @@ class MixOrderKernel(TritonKernel):
         mask = self.accumulate_mask()
         if mask:
             val = f"tl.where({mask}, {val}, {default})"
-        self.compute.writeline(f"{acc} = {combine.format(acc=acc, val=val)}")
+        if self.column_tiled:
+            # The row is walked in column tiles: add this tile's column sums into the
+            # program's own workspace row (zeroed at launch; no other program touches it).
+            assert reduction_type == "sum", "column-tiled partials are sums"
+            ptr = f"_mo_ws{index}"
+            r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
+            self.compute.writeline(
+                f"{ptr} = {self.ws_inner_name} + ({self.ws_offset} + (tl.program_id(0) * "
+                f"{self.num_partials} + {index}) * r0_numel + r0_index)")
+            self.compute.writeline(
+                f"tl.store({ptr}, tl.load({ptr}{r0_mask}, other=0.0) + "
+                f"tl.sum({val}, 0)[None, :]{r0_mask})")
+        else:
+            self.compute.writeline(f"{acc} = {combine.format(acc=acc, val=val)}")
         return acc
 
     # -- body -------------------------------------------------------------------------
+    def codegen_kernel(self, name: str | None = None) -> str:
+        self._final_flush = True  # the codegen_body call from here is the last one
+        return super().codegen_kernel(name)
+
     def codegen_body(self) -> None:
+        if self.column_tiled:
+            super().codegen_body()  # Inductor's loops over column tiles, appended to body
+            if getattr(self, "_final_flush", False) and not self._wrapped:
+                self._wrap_row_loop()
+            return
         if not (self.indexing_code or self.loads or self.stores or self.compute
                 or self.post_loop_combine or self.post_loop_store):
             return
@@ -144,6 +172,24 @@ class MixOrderKernel(TritonKernel):
         for buf in (self.indexing_code, self.loads, self.compute, self.stores,
                     self.post_loop_combine, self.post_loop_store):
             buf.clear()
+
+    def _wrap_row_loop(self) -> None:
+        """Column-tiled kernels: everything Inductor wrote runs once per row block."""
+        self._wrapped = True
+        inner = self.body
+        body = type(inner)()
+        for line in self.flavor.loop_header(self.plan):
+            body.writeline(line)
+        body.writeline(self.flavor.loop_statement(self.plan))
+        with body.indent():
+            body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
+            x_tree = self.range_trees[0]
+            if self._has_constant_mask(x_tree):
+                body.writeline(self.create_constant_mask(x_tree))
+            else:
+                body.writeline("xmask = xindex < xnumel")
+            body.splice(inner)
+        self.body = body
 
     # -- launch: the fused kernel, then the tiny final step -----------------------------
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
@@ -232,10 +278,18 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
     features = SIMDKernelFeatures(node_schedule, node.M, node.N)
     fixed = {"XBLOCK": plan.block_m, **flavor.launch_options(plan)}
+    if plan.column_tiled:
+        fixed["R0_BLOCK"] = plan.r0_block
     kernel = compat.make_kernel(
         lambda *a, **k: MixOrderKernel(*a, plan=plan, flavor=flavor, **k),
-        {"x": node.M, "r0_": node.N}, features, fixed)
+        {"x": node.M, "r0_": node.N}, features, fixed, persistent=not plan.column_tiled)
     columns = [_column_body(col) for col in node.columns]
+    K = kernel.num_partials = len(columns)
+    N = int(node.N)
+    # Column-tiled kernels add into their workspace rows, so those start zeroed.
+    inner_name, outer_name, offset = kernel.args.workspace(
+        sympy.Integer(plan.programs * K * N), plan.column_tiled, dtype=torch.float32)
+    kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
 
     with kernel:
         all_indexing: dict[Any, None] = {}
@@ -261,12 +315,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
             with V.set_ops_handler(handler), kernel.set_current_node(cb.owner):
                 cb.body(col_vars, row_vars)
 
-    K = len(kernel.partials)
-    N = int(node.N)
-    inner_name, outer_name, offset = kernel.args.workspace(
-        sympy.Integer(plan.programs * K * N), False, dtype=torch.float32)
-    kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
-
+    assert len(kernel.partials) == K, "every column reduction became one partial"
     with V.set_kernel_handler(kernel):
         src_code = kernel.codegen_kernel()
     kernel_name = scheduling.define_kernel(src_code, node_schedule, kernel)

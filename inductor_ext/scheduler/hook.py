@@ -109,6 +109,8 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if not ok:
         return None, shape, "not_persistent", why
     plan = flavor.plan(shape, ext_config.split_size)
+    if plan.column_tiled and any(col.reduction_type != "sum" for col in cand.columns):
+        return None, shape, "not_persistent", "the column-tiled path accumulates sums only"
     if not ext_config.always_fuse:
         ok, why = flavor.profitable(shape, plan)
         if not ok:
