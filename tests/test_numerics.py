@@ -164,3 +164,12 @@ def test_column_tiled_layer_norm(plugin, flavor, dtype):
     b = torch.randn(N, dtype=dtype, requires_grad=True)
     with inductor_ext.config.patch(ascend_ub_bytes=8192):
         _check_norm(layer_norm, x, [w, b])
+
+
+def test_column_tiled_rows_that_divide_the_tile(plugin, flavor):
+    """Column tiles that divide N exactly (no r0 mask) on the column-tiled path."""
+    N = 256
+    x = torch.randn(64, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    with inductor_ext.config.patch(ascend_ub_bytes=8192):
+        _check_norm(rms_norm, x, [w])

@@ -115,13 +115,15 @@ class MixOrderKernel(TritonKernel):
             # program's own workspace row (zeroed at launch; no other program touches it).
             assert reduction_type == "sum", "column-tiled partials are sums"
             ptr = f"_mo_ws{index}"
-            r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
+            masked = not self._has_constant_mask(self.range_trees[1])
+            load_mask = ", r0_mask, other=0.0" if masked else ""
+            store_mask = ", r0_mask" if masked else ""
             self.compute.writeline(
                 f"{ptr} = {self.ws_inner_name} + ({self.ws_offset} + (tl.program_id(0) * "
                 f"{self.num_partials} + {index}) * r0_numel + r0_index)")
             self.compute.writeline(
-                f"tl.store({ptr}, tl.load({ptr}{r0_mask}, other=0.0) + "
-                f"tl.sum({val}, 0)[None, :]{r0_mask})")
+                f"tl.store({ptr}, tl.load({ptr}{load_mask}) + "
+                f"tl.sum({val}, 0)[None, :]{store_mask})")
         else:
             self.compute.writeline(f"{acc} = {combine.format(acc=acc, val=val)}")
         return acc
