@@ -36,7 +36,7 @@ STAGES = {
     "launch_config": (CudaFlavor, "plan"),
     "convert": (hook, "convert"),
     "reorder": (reorder, "rows_outer_ranges"),
-    "codegen": (kernel_mod.MixOrderKernel, "codegen_body"),
+    "codegen": (kernel_mod.MixOrderKernelMixin, "codegen_body"),
 }
 
 

@@ -1,5 +1,6 @@
 """Kernel counts, generated-code structure, declines and the disabled path."""
 
+import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
@@ -151,3 +152,19 @@ def test_ascend_column_tiled_declines_non_sum_partials(plugin):
         torch.compile(fn)(torch.randn(64, 300), torch.randn(64, 300))
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["not_persistent"] == 1
+
+
+def test_fused_kernel_builds_on_the_schedulings_kernel_class():
+    """A vendor scheduling (torch_npu's, say) keeps its own Triton kernel class."""
+    from inductor_ext.codegen.kernel import MixOrderKernel, MixOrderKernelMixin, kernel_class_for
+    from inductor_ext.compat import TritonKernel
+
+    class VendorKernel(TritonKernel):
+        pass
+
+    cls = kernel_class_for(VendorKernel)
+    assert issubclass(cls, VendorKernel) and issubclass(cls, MixOrderKernelMixin)
+    assert kernel_class_for(VendorKernel) is cls
+    assert kernel_class_for(TritonKernel) is MixOrderKernel
+    with pytest.raises(TypeError):
+        kernel_class_for(object)

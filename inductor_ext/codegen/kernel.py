@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,8 +50,10 @@ class PartialAccumulator:
     acc: str  # accumulator variable name in the kernel
 
 
-class MixOrderKernel(TritonKernel):
-    """TritonKernel whose x (row) axis is walked by a loop inside each program."""
+class MixOrderKernelMixin:
+    """Mixed into the device scheduling's Triton kernel class (Inductor's TritonKernel, or
+    a vendor subclass such as torch_npu's) so the fused kernel keeps that device's codegen
+    and launcher, with its x (row) axis walked by a loop inside each program."""
 
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
                  **kwargs: Any) -> None:
@@ -211,12 +214,26 @@ class MixOrderKernel(TritonKernel):
             self.deallocate_workspaces()
 
 
+@functools.cache
+def kernel_class_for(base: type) -> type:
+    """The fused-kernel class for a scheduling whose kernels are `base` instances."""
+    if not issubclass(base, TritonKernel):
+        raise TypeError(f"{base.__name__} is not a TritonKernel; cannot build a fused kernel")
+    if base is TritonKernel:
+        return MixOrderKernel
+    return type(f"MixOrder{base.__name__}", (MixOrderKernelMixin, base), {})
+
+
+class MixOrderKernel(MixOrderKernelMixin, TritonKernel):
+    """The fused kernel on Inductor's own Triton kernel (CUDA, XPU, CPU-Triton)."""
+
+
 class _PartialAccumulateOps(compat.WrapperHandler):
     """Ops handler for a column reduction's body run over (rows=x, cols=r0): its reduction
     becomes an accumulate into the kernel's fp32 accumulator; its store is deferred to the
     final step."""
 
-    def __init__(self, inner: Any, kernel: MixOrderKernel, out_name: str) -> None:
+    def __init__(self, inner: Any, kernel: MixOrderKernelMixin, out_name: str) -> None:
         super().__init__(inner)
         self._kernel = kernel
         self._out_name = out_name
@@ -249,14 +266,14 @@ def _column_body(col: Any) -> _ColumnBody:
                        body, col.out_node)
 
 
-def _swapped_vars(kernel: MixOrderKernel, cb: _ColumnBody) -> tuple[list[Any], list[Any]]:
+def _swapped_vars(kernel: MixOrderKernelMixin, cb: _ColumnBody) -> tuple[list[Any], list[Any]]:
     """(output vars, reduction vars) of a column body bound to the kernel's (r0, x) axes."""
     kernel_vars = kernel.split_and_set_ranges(reorder.rows_outer_ranges(cb.iter_sizes,
                                                                        cb.red_sizes))
     return reorder.body_args(kernel_vars)
 
 
-def _scheduled_nodes(kernel: MixOrderKernel, node_schedule: list[Any]) -> Iterator[Any]:
+def _scheduled_nodes(kernel: MixOrderKernelMixin, node_schedule: list[Any]) -> Iterator[Any]:
     """The scheduler nodes of an Inductor node schedule, each yielded inside the
     reduction on/off scope its markers call for."""
     with contextlib.ExitStack() as stack:
@@ -282,8 +299,9 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     fixed = {"XBLOCK": plan.block_m, **flavor.launch_options(plan)}
     if plan.column_tiled:
         fixed["R0_BLOCK"] = plan.r0_block
+    kernel_cls = kernel_class_for(getattr(scheduling, "kernel_type", TritonKernel))
     kernel = compat.make_kernel(
-        lambda *a, **k: MixOrderKernel(*a, plan=plan, flavor=flavor, **k),
+        lambda *a, **k: kernel_cls(*a, plan=plan, flavor=flavor, **k),
         {"x": node.M, "r0_": node.N}, features, fixed, persistent=not plan.column_tiled)
     columns = [_column_body(col) for col in node.columns]
     K = kernel.num_partials = len(columns)
@@ -342,7 +360,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     metrics.record_kernel(fusion_row)
 
 
-def _fusion_row(node: Any, kernel: MixOrderKernel, kernel_name: str,
+def _fusion_row(node: Any, kernel: MixOrderKernelMixin, kernel_name: str,
                 src_code: str) -> dict[str, Any]:
     """The mix_order_fusion table row of one generated kernel."""
     from ..scheduler.hook import graph_id
