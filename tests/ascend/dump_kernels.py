@@ -58,13 +58,22 @@ def main(out_dir: str) -> int:
     def capture(self, name=None):
         src = original(self, name)
         captured.append({"src": src, "signature": self.triton_meta["signature"],
-                         "constants": {"XBLOCK": self.plan.block_m},
+                         "constants": {"XBLOCK": self.plan.block_m,
+                                       **({"R0_BLOCK": self.plan.r0_block}
+                                          if self.plan.column_tiled else {})},
                          "plan": {"programs": self.plan.programs,
+                                  "column_tiled": self.plan.column_tiled,
+                                  "r0_block": self.plan.r0_block,
                                   "block_m": self.plan.block_m,
                                   "ub_bytes": dict(self.plan.extra).get("ub_bytes")}})
         return src
 
     MixOrderKernel.codegen_kernel = capture
+    # Only the generated source matters here: skip running kernels in the interpreter (the
+    # outputs are garbage, the shapes that drive the backward compile are not).
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    CachingAutotuner.run = lambda self, *args, **kwargs: None
     declined = []
     with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()), \
             inductor_ext.config.patch(target="ascend", always_fuse=True):

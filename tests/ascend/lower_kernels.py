@@ -80,7 +80,9 @@ def main(dump_dir: str) -> int:
             try:
                 ttir, linalg = lower(case, workdir, stem)
                 ops = len(re.findall(r"linalg\.\w+", linalg))
-                print(f"PASS {case['case']:28s} BLOCK_M={case['plan']['block_m']:<3d} "
+                tiled = "column-tiled" if case["plan"].get("column_tiled") else "persistent"
+                print(f"PASS {case['case']:24s} {tiled:12s} R0_BLOCK={case['plan']['r0_block']:<5d} "
+                      f"BLOCK_M={case['plan']['block_m']:<3d} "
                       f"programs={case['plan']['programs']:<3d} UB={case['plan']['ub_bytes']} B"
                       f"  ttir {len(ttir.splitlines())} lines, linalg ops {ops}")
                 passed += 1
