@@ -154,12 +154,7 @@ class MixOrderKernelMixin:
             body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, tl.float32)")
         body.writeline(self.flavor.loop_statement(plan))
         with body.indent():
-            body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
-            x_tree = self.range_trees[0]
-            if self._has_constant_mask(x_tree):
-                body.writeline(self.create_constant_mask(x_tree))
-            else:
-                body.writeline("xmask = xindex < xnumel")
+            self._write_row_block_indices(body)
             body.splice(self.indexing_code)
             body.splice(self.loads)
             body.splice(self.compute)
@@ -187,14 +182,18 @@ class MixOrderKernelMixin:
             body.writeline(line)
         body.writeline(self.flavor.loop_statement(self.plan))
         with body.indent():
-            body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
-            x_tree = self.range_trees[0]
-            if self._has_constant_mask(x_tree):
-                body.writeline(self.create_constant_mask(x_tree))
-            else:
-                body.writeline("xmask = xindex < xnumel")
+            self._write_row_block_indices(body)
             body.splice(inner)
         self.body = body
+
+    def _write_row_block_indices(self, body: Any) -> None:
+        """xindex / xmask of the row block the loop is at."""
+        body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
+        x_tree = self.range_trees[0]
+        if self._has_constant_mask(x_tree):
+            body.writeline(self.create_constant_mask(x_tree))
+        else:
+            body.writeline("xmask = xindex < xnumel")
 
     # -- launch: the fused kernel, then the tiny final step -----------------------------
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
