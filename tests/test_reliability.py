@@ -160,7 +160,6 @@ def test_random_sum_pairs_match_float64(plugin):
 # ---- dynamic shapes -----------------------------------------------------------------------
 def test_dynamic_m_compiles_once_for_many_m(plugin):
     from torch._dynamo.utils import counters
-
     from torch.fx.experimental import _config as fx_config
 
     N = 24

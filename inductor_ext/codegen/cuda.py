@@ -40,7 +40,7 @@ class CudaFlavor(TargetFlavor):
     #: Resident programs per SM the grid aims for (the workspace has one row per program).
     programs_per_sm = 4
     #: Tile elements per warp when choosing num_warps.
-    elems_per_warp = 256
+    elems_per_warp = 512
 
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
         r0_block = next_pow2(shape.N)

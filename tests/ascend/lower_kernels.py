@@ -81,7 +81,8 @@ def main(dump_dir: str) -> int:
                 ttir, linalg = lower(case, workdir, stem)
                 ops = len(re.findall(r"linalg\.\w+", linalg))
                 tiled = "column-tiled" if case["plan"].get("column_tiled") else "persistent"
-                print(f"PASS {case['case']:24s} {tiled:12s} R0_BLOCK={case['plan']['r0_block']:<5d} "
+                r0_block = case["plan"]["r0_block"]
+                print(f"PASS {case['case']:24s} {tiled:12s} R0_BLOCK={r0_block:<5d} "
                       f"BLOCK_M={case['plan']['block_m']:<3d} "
                       f"programs={case['plan']['programs']:<3d} UB={case['plan']['ub_bytes']} B"
                       f"  ttir {len(ttir.splitlines())} lines, linalg ops {ops}")
