@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from gpu_check import DTYPES, make, variant_options  # noqa: E402
+from common import DTYPES, compile_options, make_problem  # noqa: E402
 
 import inductor_ext  # noqa: E402
 
@@ -40,9 +40,9 @@ def main() -> None:
     shape, dt = args.shape.split(":")
     M, N = (int(v) for v in shape.split("x"))
     torch.manual_seed(0)
-    fn, inputs, dy = make(args.op, M, N, DTYPES[dt])
+    fn, inputs, dy = make_problem(args.op, M, N, DTYPES[dt])
     params = [t for t in inputs if t is not None]
-    f = torch.compile(fn, options=variant_options(args.variant))
+    f = torch.compile(fn, options=compile_options(args.variant))
     y = f(*inputs)
 
     def step():

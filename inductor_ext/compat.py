@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch._inductor.custom_graph_pass  # noqa: F401  (CACHE_KEY_CARRIER_KEY)
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import triton as triton_codegen
@@ -45,6 +46,28 @@ except ImportError:  # torch 2.11: post-fusion passes are plain callables
 
         @abc.abstractmethod
         def uuid(self) -> Any: ...
+
+
+#: torch 2.11 leaves `_post_fusion_custom_pass` out of the FX graph cache key, so a cached
+#: graph would ignore our options (seen on H100: target "ascend" reused the "cuda" kernels).
+#: There a pre-fusion pass that changes nothing carries our uuid into the key instead.
+CACHE_KEY_CARRIER_KEY = (None if hasattr(torch._inductor.custom_graph_pass,
+                                         "CustomSchedulerPass")
+                         else "_pre_fusion_custom_pass")
+
+
+def cache_key_carrier(source: Any) -> Any:
+    """A no-op pre-fusion CustomGraphPass whose uuid() is `source.uuid()`."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class _CacheKeyCarrier(CustomGraphPass):
+        def __call__(self, nodes: Any) -> Any:
+            return nodes
+
+        def uuid(self) -> Any:
+            return source.uuid()
+
+    return _CacheKeyCarrier()
 
 
 try:  # torch >= 2.12
@@ -280,3 +303,23 @@ def kernel_path(src_code: str, kernel_name: str) -> str:
 
 def device_properties(device: torch.device) -> DeviceProperties:
     return DeviceProperties.create(device)
+
+
+def deterministic_mode() -> bool:
+    """Inductor's deterministic mode or torch's deterministic algorithms: no on-device
+    config choice, since configs differ in summation order."""
+    return bool(getattr(inductor_config, "deterministic", False)
+                or torch.are_deterministic_algorithms_enabled())
+
+
+def dram_bytes_per_s(device: torch.device) -> float | None:
+    """Peak DRAM bandwidth from the driver's memory clock and bus width (None if unknown)."""
+    if device.type != "cuda":
+        return None
+    try:
+        from triton.runtime import driver
+
+        props = driver.active.utils.get_device_properties(device.index or 0)
+        return 2.0 * props["mem_clock_rate"] * 1e3 * props["mem_bus_width"] / 8
+    except Exception:
+        return None

@@ -22,7 +22,8 @@ split_size: Optional[int] = None
 #: "cuda" or "ascend" force that flavor on any device (both run in the CPU interpreter).
 target: str = Config(default="auto", env_name_default="INDUCTOR_EXT_TARGET")
 
-#: Largest row length (N) the fused kernel keeps persistent; longer rows are declined.
+#: Largest row length (N) the fused kernel keeps persistent (whole row in registers);
+#: longer rows are walked in column tiles (sum partials only; others are declined).
 max_persistent_n: int = 16384
 
 #: Ascend flavor: vector-core count used for the grid when torch_npu cannot be asked.

@@ -15,6 +15,7 @@ from torch._inductor import config as inductor_config
 from . import compat
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass
+from .logs import log
 
 _PASS_KEY = "_post_fusion_custom_pass"
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -36,6 +37,7 @@ class MixOrderPass(CustomSchedulerPass):
 
 
 MIX_ORDER_PASS = MixOrderPass()
+_CARRIER = compat.cache_key_carrier(MIX_ORDER_PASS) if compat.CACHE_KEY_CARRIER_KEY else None
 
 _saved_upstream: list[Any] = []
 
@@ -49,6 +51,14 @@ def options() -> dict[str, Any]:
     ext_config.validate()
     compat.install_lowering_hooks()
     opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
+    if compat.CACHE_KEY_CARRIER_KEY:
+        held = getattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)
+        if held is None or held is _CARRIER:
+            opts[compat.CACHE_KEY_CARRIER_KEY] = _CARRIER
+        else:  # the user's own pre-fusion pass stays; the cache then cannot see our options
+            log.warning("inductor_ext: torch._inductor.config.%s is taken; the FX graph "
+                        "cache will not tell inductor_ext's options apart",
+                        compat.CACHE_KEY_CARRIER_KEY)
     if compat.has_upstream_mix_order():
         opts[compat.UPSTREAM_MIX_ORDER_KEY] = False
     return opts
@@ -73,6 +83,9 @@ def disable() -> None:
     if not is_enabled():
         return
     setattr(inductor_config, _PASS_KEY, None)
+    if compat.CACHE_KEY_CARRIER_KEY and getattr(inductor_config,
+                                                compat.CACHE_KEY_CARRIER_KEY) is _CARRIER:
+        setattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)
     if _saved_upstream and compat.has_upstream_mix_order():
         inductor_config.triton.mix_order_reduction = _saved_upstream.pop()
 

@@ -19,11 +19,83 @@ def _triton_kernels(code: str) -> int:
 def test_one_fused_kernel_with_workspace_and_final_sum(plugin):
     out, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs())
     assert inductor_ext.metrics.mix_order_kernels == 1
-    assert _triton_kernels(code) == 1  # dx and dw in one kernel
+    # dx and dw in one kernel, plus the generated final step over the workspace
+    assert _triton_kernels(code) == 2
     assert "ws_ptr" in code and "workspace_" in code  # the partial-sum workspace
     assert "_mo_acc0 = tl.full([XBLOCK, R0_BLOCK], 0.0, tl.float32)" in code
     assert "for xoffset in tl.range(row_start, row_end, XBLOCK):" in code
-    assert ".sum(0)" in code  # the final step over the workspace rows
+    # the final step folds workspace rows [programs, K, N] into the [N] output
+    assert "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):" in code
+    assert "tl.store(out_ptr0 + xindex, out0.to(tl.float32), xmask)" in code
+    assert ".sum(0)" not in code
+
+
+def test_aten_final_step_when_the_flavor_has_none(plugin, monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "finalize_block", lambda self, N, P, K: None)
+    args = _inputs()
+    out, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert _triton_kernels(code) == 1
+    assert ".sum(0)" in code
+    assert_close(out, rms_backward(*[a.double() for a in args]))
+
+
+def test_final_step_of_every_partial_kind(plugin):
+    """sum / prod / amax / amin partials, all folded by one final-step kernel."""
+    def fn(a, b):
+        v = a * b
+        return v.sum(1), v.sum(0), (1 + 0.01 * v).prod(0), v.amax(0), v.amin(0)
+
+    a, b = torch.randn(96, 48), torch.randn(96, 48)
+    got, (code,) = run_and_get_code(torch.compile(fn), a, b)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert code.count("tl.store(out_ptr") >= 4
+    ref = fn(a.double(), b.double())
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_column_tiled_beyond_max_persistent_n(plugin):
+    """Rows longer than max_persistent_n: Inductor's looped row reduction inside our row
+    loop, column sums added into the program's workspace row per tile."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    args = _inputs(M=64, N=200)
+    with inductor_ext.config.patch(max_persistent_n=64), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CudaFlavor, "column_tile", 64)
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "for r0_offset in" in code and "'R0_BLOCK': 64" in code
+    assert "tl.store(_mo_ws0, tl.load(_mo_ws0" in code
+    assert "mix_order_autotune" not in code  # accumulating kernels are never re-run to time
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_autotuned_configs_are_attached_and_correct(plugin, monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    args = _inputs(M=256, N=40)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "@mix_order_autotune(" in code
+    assert "from inductor_ext.runtime.autotune import mix_order_autotune" in code
+    configs = code.split("'inductor_ext_configs': ")[1].split("]")[0]
+    assert 2 <= configs.count("'XBLOCK'") <= 12
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_deterministic_mode_keeps_one_config(plugin, monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    with torch._inductor.config.patch(deterministic=True):
+        _, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs(M=256))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "mix_order_autotune" not in code and "@triton_heuristics.fixed_config(" in code
 
 
 def test_stock_inductor_uses_two_kernels(interp):
@@ -127,6 +199,7 @@ def test_ascend_flavor_structure(plugin):
     assert "for xoffset in tl.range(tl.program_id(0) * XBLOCK, xnumel, row_step):" in code
     assert "'fixed_grid': ['3', '1', '1']" in code
     assert "num_warps" not in code.split("fixed_config(")[1].split("triton_meta")[0]
+    assert ".sum(0)" in code  # Ascend keeps the ATen final step
 
 
 def test_ascend_column_tiled_when_a_row_exceeds_the_unified_buffer(plugin):
@@ -168,3 +241,40 @@ def test_fused_kernel_builds_on_the_schedulings_kernel_class():
     assert kernel_class_for(TritonKernel) is MixOrderKernel
     with pytest.raises(TypeError):
         kernel_class_for(object)
+
+
+@pytest.mark.parametrize("M", [64, 67])  # row count a multiple of XBLOCK, and not
+def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M):
+    """The next row block's loads go to `<var>_pf` registers before the current block is
+    computed: clamped in bounds when every block is full, masked when the last is not."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
+    monkeypatch.setattr(CudaFlavor, "min_rows_per_program", 1)
+    args = _inputs(M=M, N=40)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "_pf = tl.load(" in code
+    if M % 8 == 0:
+        assert "xoffset_pf = tl.minimum(xoffset + XBLOCK, xnumel - XBLOCK)" in code
+    else:
+        assert "xmask_pf = xindex_pf < xnumel" in code
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_prefetch_layer_norm_on_a_sliced_input(plugin, monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+    from inductor_ext.testing.reference import float64_grads, layer_norm
+
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
+    monkeypatch.setattr(CudaFlavor, "min_rows_per_program", 1)
+    def sliced_layer_norm(x_full, w, b):
+        return layer_norm(x_full[:, 8:56], w, b)  # rows of stride 80, 48 columns read
+
+    x_full = torch.randn(96, 80, requires_grad=True)
+    w, b = torch.randn(48, requires_grad=True), torch.randn(48, requires_grad=True)
+    dy = torch.randn(96, 48)
+    y = torch.compile(sliced_layer_norm)(x_full, w, b)
+    got = torch.autograd.grad(y, [x_full, w, b], dy)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert_close(got, float64_grads(sliced_layer_norm, [x_full, w, b], dy))

@@ -79,7 +79,8 @@ class AscendFlavor(TargetFlavor):
         r0_block = padded_row(shape)
         per_elem = tile_bytes_per_elem(shape)
         budget = ub_budget_bytes()
-        column_tiled = r0_block * per_elem > budget
+        column_tiled = (r0_block * per_elem > budget
+                        or shape.N > ext_config.max_persistent_n)
         if column_tiled:
             # A row does not fit: one row per block, walked in the widest column tile that
             # fits (two passes: row statistics, then dx and the column partial sums).
@@ -102,6 +103,11 @@ class AscendFlavor(TargetFlavor):
 
     def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
         return {}  # triton-ascend ignores or rejects num_warps / num_stages
+
+    def finalize_block(self, N: int, programs: int, partials: int) -> None:
+        """The final step stays the ATen reduce on Ascend: the generated one is not yet
+        through the triton-ascend lowering check."""
+        return None
 
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
         blocks = -(-shape.M_hint // plan.block_m)

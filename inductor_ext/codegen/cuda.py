@@ -1,4 +1,6 @@
-"""CUDA flavor (the default): contiguous row chunks per program, several programs per SM."""
+"""CUDA flavor (the default): contiguous row chunks per program, a few programs per SM, a
+bounded set of launch configs timed by Inductor's autotuner, and a bytes-based
+profitability model from the device's bandwidth, L2 size and SM count."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import functools
 import torch
 
 from .. import compat
+from .. import config as ext_config
 from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, prev_pow2, register
 
 
@@ -30,46 +33,162 @@ def _l2_bytes(device: torch.device) -> int:
     return 40 * 1024 * 1024
 
 
+@functools.cache
+def _register_file_bytes(device: torch.device) -> int:
+    try:
+        regs = compat.device_properties(device).regs_per_multiprocessor
+    except Exception:
+        regs = None
+    return 4 * int(regs or 65536)
+
+
+@functools.cache
+def _dram_bytes_per_s(device: torch.device) -> float:
+    return compat.dram_bytes_per_s(device) or 2.0e12
+
+
 class CudaFlavor(TargetFlavor):
     name = "cuda"
     device_types = ("cuda", "xpu", "cpu")
 
-    #: Elements of one [BLOCK_M, R0_BLOCK] tile: enough loads in flight per program
-    #: without spilling the fp32 accumulators (one tile per column reduction stays live).
-    tile_elems = 4096
-    #: Resident programs per SM the grid aims for (the workspace has one row per program).
+    #: Elements of one [BLOCK_M, R0_BLOCK] tile at the largest config (configs also try a
+    #: half and a quarter of it): loads in flight per program vs fp32 accumulators.
+    tile_elems = 8192
+    #: Resident programs per SM at most (the workspace has one row per program).
     programs_per_sm = 4
-    #: Tile elements per warp when choosing num_warps.
+    #: Workspace bytes written may cost at most this share of the kernel's own bytes;
+    #: fewer programs per SM are used when they would (large N, few rows).
+    max_workspace_share = 0.02
+    #: Below this many rows per program, more programs are worth more workspace...
+    min_rows_per_program = 32
+    #: ...up to this share of the kernel's bytes (4096x4096 bf16: 528 programs, not 132).
+    max_latency_workspace_share = 0.1
+    #: Tile elements per warp for the middle num_warps choice.
     elems_per_warp = 512
+    #: Warps per SM the configs may fill when every program is resident (64 regs/thread).
+    max_warps_per_sm = 32
+    #: Column-tiled kernels (rows longer than max_persistent_n): row tile and rows per block.
+    column_tile = 2048
+    column_tiled_block_m = 2
+    #: The interpreter would time every config by running it: off unless a test asks.
+    autotune_on_cpu = False
+    #: One dependent DRAM load round trip under load (H100: about a microsecond).
+    load_round_trip_s = 1e-6
+    #: Rows (padded) whose loads are double-buffered in registers: longer rows already fill
+    #: the register file with one block; shorter ones already load many rows per block.
+    prefetch_min_n = 1024
+    prefetch_max_n = 4096
+    #: Live bytes of one persistent row (see `fits`) allowed per SM register file.
+    register_budget = 1.125
+    #: Fixed cost of the extra launch of the final step, in seconds.
+    finalize_launch_s = 3e-6
+
+    def persistent_fits(self, shape: ShapeInfo) -> bool:
+        """A persistent row keeps, per row element, the fp32 accumulators and the upcast
+        [M, N] tiles in registers; past `register_budget` of the SM's register file the
+        kernel spills (LayerNorm at N=16384 did: 2 fp32 accumulators + x, dy, dx). Such rows
+        take the column-tiled path, which the profitability model then weighs."""
+        live = next_pow2(shape.N) * (4 * shape.num_columns + 2 * shape.row_elem_bytes)
+        return live <= self.register_budget * _register_file_bytes(shape.device)
+
+    def programs_for(self, shape: ShapeInfo, block_m: int, column_tiled: bool = False) -> int:
+        """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
+        `max_workspace_share` of the bytes the kernel moves anyway."""
+        sms = _sm_count(shape.device)
+        per_program = 4 * shape.num_columns * shape.N
+        per_sm = self.programs_per_sm
+        while per_sm > 1 and sms * per_sm * per_program > (self.max_workspace_share
+                                                           * shape.total_bytes):
+            per_sm //= 2
+        # Few rows per program leave each program too few iterations to hide a load round
+        # trip: trade workspace (up to `max_latency_workspace_share`) for more programs.
+        while (not column_tiled and per_sm < self.programs_per_sm
+               and shape.M_hint < self.min_rows_per_program * sms * per_sm
+               and sms * per_sm * 2 * per_program <= (self.max_latency_workspace_share
+                                                      * shape.total_bytes)):
+            per_sm *= 2
+        blocks = -(-shape.M_hint // block_m)
+        if not shape.M_static:
+            return sms * per_sm
+        return max(1, min(sms * per_sm, blocks))
 
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
-        r0_block = next_pow2(shape.N)
-        block_m = max(1, min(64, self.tile_elems // r0_block))
+        column_tiled = shape.N > ext_config.max_persistent_n or not self.persistent_fits(shape)
+        if column_tiled:
+            r0_block = min(self.column_tile, next_pow2(shape.N))
+            block_m = self.column_tiled_block_m
+        else:
+            r0_block = next_pow2(shape.N)
+            block_m = max(1, min(64, self.tile_elems // r0_block))
         block_m = min(block_m, next_pow2(shape.M_hint))
         if split_size is not None:
             block_m = min(block_m, prev_pow2(split_size))
-        tile = block_m * r0_block
-        num_warps = max(2, min(16, tile // self.elems_per_warp))
-        max_programs = _sm_count(shape.device) * self.programs_per_sm
         if split_size is not None:
             rows = max(block_m, -(-split_size // block_m) * block_m)
             programs = max(1, -(-shape.M_hint // rows))
         else:
-            blocks = -(-shape.M_hint // block_m)
-            programs = max(1, min(max_programs, blocks))
-            if not shape.M_static:
-                programs = max_programs
+            programs = self.programs_for(shape, block_m, column_tiled)
+        sms = _sm_count(shape.device)
+        max_warps = max(2, min(32, self.max_warps_per_sm * sms // max(1, programs)))
+        tile = block_m * r0_block
+        num_warps = max(2, min(max_warps, tile // self.elems_per_warp))
+        configs: tuple[tuple[tuple[str, int], ...], ...] = ()
+        if not column_tiled and (shape.device.type != "cpu" or self.autotune_on_cpu):
+            configs = self.candidate_configs(block_m, r0_block, max_warps)
         return LaunchPlan(target=self.name, programs=programs, block_m=block_m,
                           r0_block=r0_block, num_warps=num_warps, num_stages=1,
-                          row_loop="contiguous")
+                          row_loop="contiguous", column_tiled=column_tiled, configs=configs,
+                          prefetch=self.use_prefetch(shape, r0_block, programs, column_tiled))
+
+    def use_prefetch(self, shape: ShapeInfo, r0_block: int, programs: int,
+                     column_tiled: bool) -> bool:
+        """Double-buffer the loads for mid-length rows with enough iterations per program.
+        Measured on H100 (bench/NOTES.md): +6% LayerNorm 32768x4096, +2% at N=1024, but -8%
+        at 4096x4096 (8 rows per program) and -3% at N=128 (the tile is already many rows)."""
+        return (not column_tiled and self.prefetch_min_n <= r0_block <= self.prefetch_max_n
+                and shape.M_hint >= self.min_rows_per_program * programs)
+
+    def candidate_configs(self, block_m: int, r0_block: int,
+                          max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """At most 9: rows per iteration {block_m, block_m/2, block_m/4} x warps {half, one,
+        two} per `elems_per_warp` tile elements. Pipelining stages are not searched: the
+        loads of this loop were not pipelined by Triton 3.6 (stages 1 and 2 timed alike)."""
+        out = []
+        for xblock in (block_m, block_m // 2, block_m // 4):
+            if xblock < 1:
+                continue
+            mid = max(2, (xblock * r0_block) // self.elems_per_warp)
+            for warps in sorted({max(2, mid // 2), mid, mid * 2}):
+                if warps <= max_warps:
+                    out.append((("XBLOCK", xblock), ("num_warps", warps), ("num_stages", 1)))
+        return tuple(dict.fromkeys(out))
 
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
+        """Fuse when the bytes saved beat the bytes and launch added.
+
+        Unfused, the column kernels read the shared [M, N] inputs a second time, but what
+        still sits in L2 after the row kernel (about half of L2) costs no DRAM traffic.
+        Fused, every program writes one workspace row per column reduction (read back from
+        L2 by the final step) and the final step is one more launch.
+        """
         rows_per_program = plan.rows_per_program(shape.M_hint)
         if rows_per_program < 4 * plan.block_m and plan.block_m < 64:
             return False, f"only {rows_per_program} rows per program"
-        if shape.shared_bytes < _l2_bytes(shape.device) // 2:
-            return False, (f"{shape.shared_bytes} shared bytes fit in L2 "
-                           f"({_l2_bytes(shape.device)}): the second pass hits cache")
+        bw = _dram_bytes_per_s(shape.device)
+        l2 = _l2_bytes(shape.device)
+        second_read = max(0, shape.shared_bytes - l2 // 2)
+        t_unfused = (shape.total_bytes + second_read) / bw
+        ws_bytes = plan.programs * shape.num_columns * shape.N * 4
+        t_fused = (shape.total_bytes + ws_bytes) / bw + self.finalize_launch_s
+        if plan.column_tiled:
+            # Two passes over each row block in column tiles, one dependent load round trip
+            # per tile and a single row block in flight per program: latency-bound.
+            tiles = -(-shape.N // plan.r0_block)
+            trips = 2 * (rows_per_program // plan.block_m) * tiles
+            t_fused = max(t_fused, trips * self.load_round_trip_s)
+        if t_fused >= t_unfused:
+            return False, (f"fused {t_fused * 1e6:.1f} us >= unfused {t_unfused * 1e6:.1f} us "
+                           f"(second read {second_read} B after {l2 // 2} B of L2 reuse)")
         return True, ""
 
     def loop_header(self, plan: LaunchPlan) -> list[str]:

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from .finalize import FinalizeBlock
+
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -29,6 +31,12 @@ class LaunchPlan:
     #: Row longer than one tile: the row reduction loops over column tiles (two passes) and
     #: column partials are added into the program's workspace row per tile (sum only).
     column_tiled: bool = False
+    #: Alternative launch configs ({XBLOCK <= block_m, num_warps, num_stages} as item
+    #: tuples) that Inductor's autotuner times on first launch; empty: the one config above.
+    configs: tuple[tuple[tuple[str, int], ...], ...] = ()
+    #: Load the next row block into fresh registers while the current one is computed
+    #: (register double buffering; the loop's loads were not pipelined by Triton).
+    prefetch: bool = False
 
     def rows_per_program(self, M: int) -> int:
         blocks = -(-M // self.block_m)
@@ -70,6 +78,19 @@ class TargetFlavor:
 
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
         raise NotImplementedError
+
+    def finalize_block(self, N: int, programs: int, partials: int) -> FinalizeBlock | None:
+        """Tile of the generated final step (None: use the ATen step): 16-column runs so
+        the columns spread over many programs, and tall tiles (16384 fp32 values over the
+        partials) so a program folds all its workspace rows in one or two load round trips
+        (the step is latency-bound: a few MB, mostly still in L2)."""
+        columns = 16 if N >= 16 else next_pow2(N)
+        tile = max(2048, 16384 // max(1, partials))
+        rows = max(1, min(next_pow2(programs), tile // columns))
+        return FinalizeBlock(columns=columns, rows=rows, num_warps=8)
+
+    def finalize_launch_options(self, block: FinalizeBlock) -> dict[str, int]:
+        return {"num_warps": block.num_warps, "num_stages": 1}
 
     # Hooks the kernel asks while writing the row loop.
     def loop_header(self, plan: LaunchPlan) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,9 @@ from ..compat import (
     TritonKernel,
     V,
 )
+from ..runtime import autotune
 from ..scheduler import reorder
+from . import finalize
 from .flavor import LaunchPlan, TargetFlavor, get_flavor
 
 _COMBINE = {
@@ -38,6 +41,19 @@ _COMBINE = {
 _FINAL = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin"}
 _TL_FINAL = {"sum": "tl.sum", "prod": "triton_helpers.prod", "max": "triton_helpers.max2",
              "min": "triton_helpers.min2"}
+
+
+_ASSIGN = re.compile(r"^(\w+) = ")
+_LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
+_TMP = re.compile(r"\btmp\d+\b")
+
+
+@dataclasses.dataclass
+class _Prefetch:
+    row_loads: list[str]  # loads that depend on the row block
+    other_loads: list[str]  # loop-invariant loads (weights), left in the loop
+    variables: list[str]  # the row loads' variables
+    index_names: list[str]  # row-block index variables, renamed `<name>_pf` for the next
 
 
 @dataclasses.dataclass
@@ -66,6 +82,8 @@ class MixOrderKernelMixin:
         self.ws_offset = 0
         self._wrapped = False
         self.num_partials = 0
+        #: Writes the generated final step's launch; None keeps the ATen step.
+        self.finalize_launch: Any = None
 
     @property
     def column_tiled(self) -> bool:
@@ -96,7 +114,17 @@ class MixOrderKernelMixin:
         out = dict(super().inductor_meta_common())
         out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
         out["inductor_ext_plan"] = dataclasses.asdict(self.plan)
+        if self.autotuned:
+            out[autotune.CONFIGS_KEY] = [dict(c) for c in self.plan.configs]
         return out
+
+    @property
+    def autotuned(self) -> bool:
+        """Several configs are timed on first launch. Never in deterministic mode (rows per
+        iteration and warps change the summation order) nor for column-tiled kernels
+        (they add into the workspace, so a timing run would change the result)."""
+        return (len(self.plan.configs) > 1 and not self.column_tiled
+                and not compat.deterministic_mode())
 
     # -- partial accumulation ----------------------------------------------------------
     def accumulate_mask(self) -> str:
@@ -134,7 +162,10 @@ class MixOrderKernelMixin:
     # -- body -------------------------------------------------------------------------
     def codegen_kernel(self, name: str | None = None) -> str:
         self._final_flush = True  # the codegen_body call from here is the last one
-        return super().codegen_kernel(name)
+        src = super().codegen_kernel(name)
+        if self.autotuned:
+            src = _use_autotune_decorator(src)
+        return src
 
     def codegen_body(self) -> None:
         if self.column_tiled:
@@ -152,15 +183,30 @@ class MixOrderKernelMixin:
         for part in self.partials:
             default, _ = _COMBINE[part.reduction_type]
             body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, tl.float32)")
+        prefetch = self._prefetch_split() if plan.prefetch else None
+        if prefetch is not None:
+            # Prologue: the first row block's loads, then each iteration loads the next
+            # block into fresh registers before computing the current one.
+            body.writeline(f"xoffset = {self._first_block_offset()}")
+            self._write_row_block_indices(body)
+            body.splice(self.indexing_code)
+            for line in prefetch.row_loads:
+                body.writeline(line)
         body.writeline(self.flavor.loop_statement(plan))
         with body.indent():
             self._write_row_block_indices(body)
             body.splice(self.indexing_code)
-            body.splice(self.loads)
+            if prefetch is None:
+                body.splice(self.loads)
+            else:
+                self._write_prefetch(body, prefetch)
             body.splice(self.compute)
             body.splice(self.stores)
             body.splice(self.post_loop_combine)
             body.splice(self.post_loop_store)
+            if prefetch is not None:
+                for var in prefetch.variables:
+                    body.writeline(f"{var} = {var}_pf")
         K = len(self.partials)
         r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
         for part in self.partials:
@@ -172,6 +218,60 @@ class MixOrderKernelMixin:
         for buf in (self.indexing_code, self.loads, self.compute, self.stores,
                     self.post_loop_combine, self.post_loop_store):
             buf.clear()
+
+    # -- register double buffering of the row loop's loads (CUDA) ----------------------
+    def _prefetch_split(self) -> _Prefetch | None:
+        """The loads that depend on the row block, if every load is a plain one-line
+        `tmpN = tl.load(...)` of index variables only; None leaves the loop as it is."""
+        index_names = {"xindex", "xmask", "xoffset"}
+        for line in self.indexing_code.getvalue().splitlines():
+            match = _ASSIGN.match(line.strip())
+            if match is None:
+                return None
+            index_names.add(match.group(1))
+        row_loads, other_loads, variables = [], [], []
+        for line in filter(None, (ln.strip() for ln in self.loads.getvalue().splitlines())):
+            match = _LOAD.match(line)
+            if match is None or _TMP.search(match.group(2)):
+                return None
+            if any(re.search(rf"\b{name}\b", match.group(2)) for name in index_names):
+                row_loads.append(line)
+                variables.append(match.group(1))
+            else:
+                other_loads.append(line)
+        if not row_loads:
+            return None
+        return _Prefetch(row_loads, other_loads, variables, sorted(index_names))
+
+    def _first_block_offset(self) -> str:
+        if self._has_constant_mask(self.range_trees[0]):
+            return "tl.minimum(row_start, xnumel - XBLOCK)"  # stays in bounds, no mask
+        return "row_start"
+
+    def _write_prefetch(self, body: Any, prefetch: _Prefetch) -> None:
+        """Loads of the next row block (clamped in bounds, or masked) into `<var>_pf`."""
+        def rename(line: str) -> str:
+            for name in prefetch.index_names:
+                line = re.sub(rf"\b{name}\b", f"{name}_pf", line)
+            return line
+
+        for line in prefetch.other_loads:
+            body.writeline(line)
+        nxt = "xoffset + XBLOCK"
+        if self._has_constant_mask(self.range_trees[0]):
+            nxt = f"tl.minimum({nxt}, xnumel - XBLOCK)"
+        body.writeline(f"xoffset_pf = {nxt}")
+        body.writeline("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
+        if self._has_constant_mask(self.range_trees[0]):
+            body.writeline(rename(self.create_constant_mask(self.range_trees[0])))
+        else:
+            body.writeline("xmask_pf = xindex_pf < xnumel")
+        for line in self.indexing_code.getvalue().splitlines():
+            if line.strip():
+                body.writeline(rename(line.strip()))
+        for line, var in zip(prefetch.row_loads, prefetch.variables):
+            rhs = line.split("=", 1)[1]
+            body.writeline(f"{var}_pf ={rename(rhs)}")
 
     def _wrap_row_loop(self) -> None:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
@@ -198,6 +298,11 @@ class MixOrderKernelMixin:
     # -- launch: the fused kernel, then the tiny final step -----------------------------
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
         super().call_kernel(name, node, deallocate_ws=False)
+        if self.finalize_launch is not None:
+            self.finalize_launch()
+            if deallocate_ws:
+                self.deallocate_workspaces()
+            return
         wrapper = V.graph.wrapper_code
         K = len(self.partials)
         P = self.plan.programs
@@ -211,6 +316,20 @@ class MixOrderKernelMixin:
                 f".view({part.out_name}.shape))")
         if deallocate_ws:
             self.deallocate_workspaces()
+
+
+_FIXED_DECORATOR = "@triton_heuristics.fixed_config("
+_HEURISTICS_IMPORT = "from torch._inductor.runtime import triton_helpers, triton_heuristics"
+
+
+def _use_autotune_decorator(src: str) -> str:
+    """Swap Inductor's one-config decorator for ours (same arguments, the config list is in
+    inductor_meta) and import it in the kernel module."""
+    if src.count(_FIXED_DECORATOR) != 1 or _HEURISTICS_IMPORT not in src:
+        raise RuntimeError("unexpected kernel header: cannot attach the autotune configs")
+    src = src.replace(_FIXED_DECORATOR, "@mix_order_autotune(")
+    return src.replace(_HEURISTICS_IMPORT, _HEURISTICS_IMPORT +
+                       "\nfrom inductor_ext.runtime.autotune import mix_order_autotune", 1)
 
 
 @functools.cache
@@ -339,6 +458,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
         src_code = kernel.codegen_kernel()
     kernel_name = scheduling.define_kernel(src_code, node_schedule, kernel)
     kernel.kernel_name = kernel_name
+    kernel.finalize_launch = finalize.emit(kernel, scheduling, node_schedule, src_code)
     # Everything that can still fail runs before the first irrevocable wrapper line below,
     # so a failure here falls back cleanly to Inductor's own kernels.
     fusion_row = _fusion_row(node, kernel, kernel_name, src_code)

@@ -7,7 +7,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``unsupported_reduction_type``: the column reduction is not sum/prod/max/min (welford,
   argmax, scans...), or the row side holds a scan/sort.
 - ``unsupported_dtype``: the column reduction accumulates a non-floating dtype.
-- ``not_persistent``: rows longer than ``config.max_persistent_n`` cannot stay in registers.
+- ``not_persistent``: the row does not fit on chip (longer than ``config.max_persistent_n``,
+  or the Ascend Unified Buffer) and the column-tiled path cannot take a non-sum partial.
 - ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
 - ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides.
 - ``not_profitable``: the cost model expects the unfused kernels to be faster.
@@ -25,7 +26,6 @@ import sympy
 import torch
 
 from .. import compat
-from .. import config as ext_config
 from ..compat import BaseSchedulerNode, V, ir
 from .match import Candidate, ColumnReduction
 
@@ -47,8 +47,6 @@ def check_graph(candidate: Candidate) -> str | None:
         return "cpp_wrapper"
     if not isinstance(candidate.N, (int, sympy.Integer)):
         return "dynamic_n"
-    if int(candidate.N) > ext_config.max_persistent_n:
-        return "not_persistent"
     for sub in candidate.inner.get_nodes():
         node = getattr(sub, "node", None)
         if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, (ir.Scan, ir.Sort)):

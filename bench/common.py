@@ -1,0 +1,163 @@
+"""Shared pieces of the benchmarks: problem setup, variants, bytes, and the one timing
+method every variant goes through (see bench/README.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import inductor_ext  # noqa: E402
+from inductor_ext.testing.reference import max_rel_err, tolerance  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+#: The 9 shapes of ../shared/reference/baseline_h100.csv.
+BASELINE_SHAPES = ("32768x4096:bf16,65536x1024:bf16,16384x8192:bf16,8192x16384:bf16,"
+                   "576000x384:fp32,32768x768:fp32,4096x4096:bf16,262144x128:bf16")
+COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_ascend")
+OURS = ("inductor_ext", "inductor_ext_ascend")
+
+
+def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:
+    out = []
+    for item in spec.split(","):
+        shape, dt = item.split(":")
+        M, N = (int(v) for v in shape.split("x"))
+        out.append((M, N, DTYPES[dt]))
+    return out
+
+
+def min_bytes(op: str, M: int, N: int, es: int) -> int:
+    """Bytes a norm backward must move at least: read x and dy, write dx (3 [M, N]); read
+    the per-row statistics (fp32); read w and write dw (and db for LayerNorm)."""
+    if op == "rms":
+        return 3 * M * N * es + 4 * M + 2 * N * es
+    return 3 * M * N * es + 8 * M + 4 * N * es
+
+
+def has_upstream_mix_order() -> bool:
+    return hasattr(torch._inductor.config.triton, "mix_order_reduction")
+
+
+def has_liger() -> bool:
+    try:
+        import liger_kernel.transformers  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def make_problem(op: str, M: int, N: int, dtype: torch.dtype, device: str = "cuda"):
+    """(forward fn, [x, w, b or None], dy) with the weights near one (a trained norm)."""
+    x = torch.randn(M, N, device=device, dtype=dtype, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(N, device=device, dtype=dtype)).requires_grad_()
+    b = (0.1 * torch.randn(N, device=device, dtype=dtype)).requires_grad_() if op == "ln" \
+        else None
+    dy = torch.randn(M, N, device=device, dtype=dtype)
+    if op == "rms":
+        def fn(x, w, b):
+            return F.rms_norm(x, (N,), w, 1e-6)
+    else:
+        def fn(x, w, b):
+            return F.layer_norm(x, (N,), w, b, 1e-5)
+    return fn, [x, w, b], dy
+
+
+def compile_options(variant: str) -> dict[str, Any]:
+    if variant == "inductor_nomix":
+        return {"triton.mix_order_reduction": False} if has_upstream_mix_order() else {}
+    if variant == "inductor_mix":
+        return {"triton.mix_order_reduction": True}
+    if variant in OURS:
+        return inductor_ext.options()
+    raise ValueError(f"not a compiled variant: {variant}")
+
+
+def liger_forward(op: str, N: int, inputs: Sequence[torch.Tensor | None]):
+    """Liger's module for the op, sharing our weight (and bias) tensors as its parameters.
+    RMSNorm runs with in_place=False so dy is not overwritten between variants."""
+    from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm
+
+    x, w, b = inputs
+    if op == "rms":
+        mod = LigerRMSNorm(N, eps=1e-6, in_place=False)
+    else:
+        mod = LigerLayerNorm(N, eps=1e-5, bias=True)
+        mod.bias = torch.nn.Parameter(b.detach().clone())
+    mod.weight = torch.nn.Parameter(w.detach().clone())
+    mod = mod.to(x.device)
+    params = [mod.weight] + ([mod.bias] if op == "ln" else [])
+
+    def fn(x, w, b):
+        return mod(x)
+    return fn, params
+
+
+def reference_grads(fn: Callable, inputs: Sequence[torch.Tensor | None], dy: torch.Tensor):
+    up = [None if t is None else t.detach().double().requires_grad_() for t in inputs]
+    return torch.autograd.grad(fn(*up), [t for t in up if t is not None], dy.double())
+
+
+def check(grads: Sequence[torch.Tensor], ref: Sequence[torch.Tensor],
+          eager_errs: Sequence[float] | None = None) -> tuple[bool, float]:
+    """(all within tolerance, max relative error) against the float64 reference. With
+    eager's own errors, a gradient may also be up to 4x eager's (the bar is "no worse than
+    eager" on ill-conditioned outputs, as in inductor_ext.testing.reference)."""
+    errs = [max_rel_err(g, r) for g, r in zip(grads, ref)]
+    ok = True
+    for i, (e, g) in enumerate(zip(errs, grads)):
+        bar = tolerance(g.dtype)
+        if eager_errs is not None:
+            bar = max(bar, 4 * eager_errs[i])
+        ok &= e <= bar
+    return ok, max(errs)
+
+
+class GraphTimer:
+    """Time a GPU callable as device time: capture it once in a CUDA graph on a side
+    stream, then `triton.testing.do_bench` the replay (L2 flushed before every replay,
+    median of the event-timed replays). The host-side cost of autograd and Python wrappers
+    is outside the graph, so large and small shapes measure the kernels and their gaps.
+
+    `prepare` runs on the same stream first (the forward, so that autograd launches the
+    backward on the capture stream) and warms up `fn` (compiles, autotuning)."""
+
+    def __init__(self) -> None:
+        self.stream = torch.cuda.Stream()
+
+    def run(self, fn: Callable[[], Any], prepare: Callable[[], Any] | None = None,
+            warmup_calls: int = 3) -> tuple[Any, Any, torch.cuda.CUDAGraph]:
+        s = self.stream
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            state = prepare() if prepare is not None else None
+            for _ in range(warmup_calls):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=s):
+            out = fn()
+        graph.replay()
+        torch.cuda.synchronize()
+        return state, out, graph
+
+    @staticmethod
+    def time_us(graph: torch.cuda.CUDAGraph, rep_ms: int = 100) -> float:
+        return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
+
+
+def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096) -> float:
+    """Practical bandwidth ceiling: a 2-read-1-write bf16 add, timed like every variant."""
+    a = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn_like(a)
+    out = torch.empty_like(a)
+    _, _, graph = timer.run(lambda: torch.add(a, b, out=out))
+    us = timer.time_us(graph)
+    return 3 * numel * 2 / (us * 1e-6) / 1e12

@@ -1,0 +1,162 @@
+"""The final step as one generated Triton kernel: sum (or prod/max/min) the workspace rows
+[programs, K, N] of every partial into its [N] output, cast to the output's dtype.
+
+One launch for all K outputs, reading the workspace while it is still in L2, instead of two
+ATen ops (reduce, then cast-copy) per output. Columns are spread over programs so the step
+stays short at any N; the loop over workspace rows is a fixed-order fold, so results stay
+bitwise reproducible. A flavor that cannot run it (or an output we cannot index flat) keeps
+the ATen step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch._inductor.utils import Placeholder
+
+from ..compat import V
+
+if TYPE_CHECKING:
+    from .kernel import MixOrderKernelMixin
+
+_IDENTITY = {"sum": "0.0", "prod": "1.0", "max": "float('-inf')", "min": "float('inf')"}
+_FOLD = {
+    "sum": "{acc} + {val}",
+    "prod": "{acc} * {val}",
+    "max": "triton_helpers.maximum({acc}, {val})",
+    "min": "triton_helpers.minimum({acc}, {val})",
+}
+_REDUCE = {"sum": "tl.sum", "prod": "triton_helpers.prod", "max": "triton_helpers.max2",
+           "min": "triton_helpers.min2"}
+_TL_DTYPE = {torch.float32: "tl.float32", torch.bfloat16: "tl.bfloat16",
+             torch.float16: "tl.float16", torch.float64: "tl.float64"}
+_PTR_DTYPE = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
+              torch.float64: "*fp64"}
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalizeBlock:
+    """Tile of the final step: `columns` outputs per program, `rows` workspace rows per fold."""
+
+    columns: int
+    rows: int
+    num_warps: int
+
+    def programs(self, N: int) -> int:
+        return -(-N // self.columns)
+
+
+def _output_ok(name: str) -> bool:
+    """Outputs we can write as a flat [N] run: contiguous, offset 0, float dtype."""
+    try:
+        buf = V.graph.get_buffer(name)
+        layout = buf.get_layout()
+        return (buf.get_dtype() in _TL_DTYPE and layout.is_contiguous()
+                and int(layout.offset) == 0)
+    except Exception:
+        return False
+
+
+def supported(kernel: MixOrderKernelMixin) -> bool:
+    return kernel.flavor.finalize_block(1, 1, 1) is not None and all(
+        _output_ok(part.out_name) for part in kernel.partials)
+
+
+def source(kernel: MixOrderKernelMixin, main_src: str,
+           block: FinalizeBlock) -> tuple[str, dict[str, Any]]:
+    """(kernel source, triton_meta): the main kernel's module header, then our decorator
+    and body."""
+    K = len(kernel.partials)
+    P = kernel.plan.programs
+    N = int(kernel.numels["r0_"])
+    header = main_src.split("@triton_heuristics.")[0].rstrip()
+    out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
+    signature = {"ws_ptr": "*fp32"}
+    signature.update({f"out_ptr{k}": _PTR_DTYPE[d] for k, d in enumerate(out_dtypes)})
+    signature.update({"xnumel": "i32", "r0_numel": "i32", "XBLOCK": "constexpr",
+                      "R0_BLOCK": "constexpr"})
+    aligned = list(range(1, K + 1))
+    if (kernel.ws_offset * 4) % 16 == 0:
+        aligned.insert(0, 0)
+    if N % 4 == 0:
+        aligned.append(K + 1)
+    triton_meta = {
+        key: value for key, value in kernel.triton_meta.items()
+        if key not in ("signature", "constants", "configs")
+    }
+    triton_meta.update(signature=signature, constants={},
+                       configs=[{(i,): [["tt.divisibility", 16]] for i in aligned}])
+    inductor_meta = {
+        key: value for key, value in kernel.inductor_meta.items()
+        if key not in ("inductor_ext_plan", "fixed_grid", "num_load", "num_store",
+                       "num_reduction", "mutated_arg_names")
+    }
+    inductor_meta.update(grid_type="FixedGrid", fixed_grid=[str(block.programs(N)), "1", "1"],
+                         mutated_arg_names=[], num_load=K, num_store=K, num_reduction=K)
+    config = {"XBLOCK": block.columns, "R0_BLOCK": block.rows,
+              **kernel.flavor.finalize_launch_options(block)}
+    args = ", ".join(name for name, kind in signature.items() if kind != "constexpr")
+    lines = [
+        header, "",
+        "@triton_heuristics.fixed_config(",
+        f"    config={config!r},",
+        "    filename=__file__,",
+        f"    triton_meta={triton_meta!r},",
+        f"    inductor_meta={inductor_meta!r}",
+        ")",
+        "@triton.jit",
+        f"def {Placeholder.KERNEL_NAME}({args}, "
+        "XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):",
+        f"    xnumel = {N}",
+        f"    r0_numel = {P}",
+        "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[None, :]",
+        "    xmask = xindex < xnumel",
+        "    r0_base = tl.arange(0, R0_BLOCK)[:, None]",
+    ]
+    for part in kernel.partials:
+        k = part.index
+        lines.append(f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], "
+                     f"{_IDENTITY[part.reduction_type]}, tl.float32)")
+    lines += [
+        "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):",
+        "        r0_index = r0_offset + r0_base",
+        "        mask = xmask & (r0_index < r0_numel)",
+    ]
+    for part in kernel.partials:
+        k = part.index
+        identity = _IDENTITY[part.reduction_type]
+        ptr = f"ws_ptr + ({kernel.ws_offset} + (r0_index * {K} + {k}) * {N} + xindex)"
+        lines.append(f"        val{k} = tl.load({ptr}, mask, other={identity})")
+        lines.append(f"        acc{k} = "
+                     f"{_FOLD[part.reduction_type].format(acc=f'acc{k}', val=f'val{k}')}")
+    for part, dtype in zip(kernel.partials, out_dtypes):
+        k = part.index
+        lines.append(f"    out{k} = {_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
+        lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({_TL_DTYPE[dtype]}), xmask)")
+    return "\n".join(lines) + "\n", triton_meta
+
+
+def emit(kernel: MixOrderKernelMixin, scheduling: Any, node_schedule: Any,
+         main_src: str) -> Any:
+    """Define the final-step kernel; returns a callable that writes its launch, or None
+    when the ATen step has to be used."""
+    if not supported(kernel):
+        return None
+    K = len(kernel.partials)
+    P = kernel.plan.programs
+    N = int(kernel.numels["r0_"])
+    block = kernel.flavor.finalize_block(N, P, K)
+    src, triton_meta = source(kernel, main_src, block)
+    name = scheduling.define_kernel(src, node_schedule, kernel)
+    out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
+
+    def launch() -> None:
+        call_args = [kernel.ws_outer_name, *(p.out_name for p in kernel.partials), N, P]
+        arg_types = [torch.float32, *out_dtypes, int, int]
+        V.graph.wrapper_code.generate_kernel_call(
+            name, call_args, triton=True, arg_types=arg_types, triton_meta=triton_meta,
+            inductor_meta={"grid_type": "FixedGrid"})
+
+    return launch

@@ -1,0 +1,1 @@
+"""Code the generated kernels import at run time (in compile workers too)."""
