@@ -20,37 +20,12 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, GraphTimer, has_upstream_mix_order  # noqa: E402
+from common import DTYPES, Block, GraphTimer, has_upstream_mix_order  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err  # noqa: E402
-
-
-class Block(nn.Module):
-    def __init__(self, dim: int, head_dim: int = 128) -> None:
-        super().__init__()
-        self.heads = dim // head_dim
-        hidden = 256 * math.ceil(8 * dim / 3 / 256)
-        self.norm1 = nn.RMSNorm(dim, eps=1e-6)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.proj = nn.Linear(dim, dim, bias=False)
-        self.norm2 = nn.RMSNorm(dim, eps=1e-6)
-        self.gate = nn.Linear(dim, hidden, bias=False)
-        self.up = nn.Linear(dim, hidden, bias=False)
-        self.down = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, S, D = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(B, S, 3, self.heads, D // self.heads).unbind(2)
-        att = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                             v.transpose(1, 2), is_causal=True)
-        h = x + self.proj(att.transpose(1, 2).reshape(B, S, D))
-        n = self.norm2(h)
-        return h + self.down(F.silu(self.gate(n)) * self.up(n))
 
 
 def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: GraphTimer):
@@ -89,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes.split(","):
         B, S, D = (int(v) for v in size.split("x"))
         torch.manual_seed(0)
-        block = Block(D).to("cuda", dtype)
+        hidden = 256 * math.ceil(8 * D / 3 / 256)
+        block = Block(D, heads=D // 128, hidden=hidden, eps=1e-6).to("cuda", dtype)
         x = torch.randn(B, S, D, device="cuda", dtype=dtype, requires_grad=True)
         dy = torch.randn_like(x)
         results = {v: run(block, x, dy, v, timer) for v in ("eager", "inductor", "inductor_ext")}

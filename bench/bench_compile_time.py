@@ -17,37 +17,14 @@ import time
 
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
+from common import Block  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.codegen import backend as backend_mod  # noqa: E402
 from inductor_ext.scheduler import hook  # noqa: E402
-
-
-class Block(nn.Module):
-    """A LLaMA-like block from torch.nn pieces with random weights."""
-
-    def __init__(self, dim: int, heads: int, hidden: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.RMSNorm(dim)
-        self.norm2 = nn.RMSNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.proj = nn.Linear(dim, dim, bias=False)
-        self.gate = nn.Linear(dim, hidden, bias=False)
-        self.up = nn.Linear(dim, hidden, bias=False)
-        self.down = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, D = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(B, T, 3, self.heads, D // self.heads).unbind(2)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2), is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
-        return x + self.down(F.silu(self.gate(self.norm2(x))) * self.up(self.norm2(x)))
 
 
 class Timer:

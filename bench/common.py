@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -161,3 +162,28 @@ def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096) -> float:
     _, _, graph = timer.run(lambda: torch.add(a, b, out=out))
     us = timer.time_us(graph)
     return 3 * numel * 2 / (us * 1e-6) / 1e12
+
+
+class Block(nn.Module):
+    """A LLaMA-like transformer block from torch.nn pieces with random weights: RMSNorm ->
+    causal attention -> residual -> RMSNorm -> SwiGLU MLP -> residual."""
+
+    def __init__(self, dim: int, heads: int, hidden: int, eps: float | None = None) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.RMSNorm(dim, eps=eps)
+        self.norm2 = nn.RMSNorm(dim, eps=eps)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.proj = nn.Linear(dim, dim, bias=False)
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(B, T, 3, self.heads, D // self.heads).unbind(2)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+        n = self.norm2(x)
+        return x + self.down(F.silu(self.gate(n)) * self.up(n))

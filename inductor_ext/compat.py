@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch._inductor.custom_graph_pass  # noqa: F401  (CACHE_KEY_CARRIER_KEY)
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import triton as triton_codegen
@@ -36,7 +35,10 @@ from .logs import log
 
 try:  # torch >= 2.12 keys the FX graph cache on a scheduler pass's uuid()
     from torch._inductor.custom_graph_pass import CustomSchedulerPass
+
+    _SCHEDULER_PASS_IN_CACHE_KEY = True
 except ImportError:  # torch 2.11: post-fusion passes are plain callables
+    _SCHEDULER_PASS_IN_CACHE_KEY = False
 
     class CustomSchedulerPass(abc.ABC):  # type: ignore[no-redef]
         """Stand-in with the same interface as torch >= 2.12's CustomSchedulerPass."""
@@ -51,9 +53,7 @@ except ImportError:  # torch 2.11: post-fusion passes are plain callables
 #: torch 2.11 leaves `_post_fusion_custom_pass` out of the FX graph cache key, so a cached
 #: graph would ignore our options (seen on H100: target "ascend" reused the "cuda" kernels).
 #: There a pre-fusion pass that changes nothing carries our uuid into the key instead.
-CACHE_KEY_CARRIER_KEY = (None if hasattr(torch._inductor.custom_graph_pass,
-                                         "CustomSchedulerPass")
-                         else "_pre_fusion_custom_pass")
+CACHE_KEY_CARRIER_KEY = None if _SCHEDULER_PASS_IN_CACHE_KEY else "_pre_fusion_custom_pass"
 
 
 def cache_key_carrier(source: Any) -> Any:

@@ -17,19 +17,11 @@ import torch
 from torch._inductor.utils import Placeholder
 
 from ..compat import V
+from .combine import COMBINE, TL_REDUCE
 
 if TYPE_CHECKING:
     from .kernel import MixOrderKernelMixin
 
-_IDENTITY = {"sum": "0.0", "prod": "1.0", "max": "float('-inf')", "min": "float('inf')"}
-_FOLD = {
-    "sum": "{acc} + {val}",
-    "prod": "{acc} * {val}",
-    "max": "triton_helpers.maximum({acc}, {val})",
-    "min": "triton_helpers.minimum({acc}, {val})",
-}
-_REDUCE = {"sum": "tl.sum", "prod": "triton_helpers.prod", "max": "triton_helpers.max2",
-           "min": "triton_helpers.min2"}
 _TL_DTYPE = {torch.float32: "tl.float32", torch.bfloat16: "tl.bfloat16",
              torch.float16: "tl.float16", torch.float64: "tl.float64"}
 _PTR_DTYPE = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
@@ -57,11 +49,6 @@ def _output_ok(name: str) -> bool:
                 and int(layout.offset) == 0)
     except Exception:
         return False
-
-
-def supported(kernel: MixOrderKernelMixin) -> bool:
-    return kernel.flavor.finalize_block(1, 1, 1) is not None and all(
-        _output_ok(part.out_name) for part in kernel.partials)
 
 
 def source(kernel: MixOrderKernelMixin, main_src: str,
@@ -118,7 +105,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     for part in kernel.partials:
         k = part.index
         lines.append(f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], "
-                     f"{_IDENTITY[part.reduction_type]}, tl.float32)")
+                     f"{COMBINE[part.reduction_type][0]}, tl.float32)")
     lines += [
         "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):",
         "        r0_index = r0_offset + r0_base",
@@ -126,14 +113,14 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     ]
     for part in kernel.partials:
         k = part.index
-        identity = _IDENTITY[part.reduction_type]
+        identity, fold = COMBINE[part.reduction_type]
         ptr = f"ws_ptr + ({kernel.ws_offset} + (r0_index * {K} + {k}) * {N} + xindex)"
         lines.append(f"        val{k} = tl.load({ptr}, mask, other={identity})")
         lines.append(f"        acc{k} = "
-                     f"{_FOLD[part.reduction_type].format(acc=f'acc{k}', val=f'val{k}')}")
+                     f"{fold.format(acc=f'acc{k}', val=f'val{k}')}")
     for part, dtype in zip(kernel.partials, out_dtypes):
         k = part.index
-        lines.append(f"    out{k} = {_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
+        lines.append(f"    out{k} = {TL_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
         lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({_TL_DTYPE[dtype]}), xmask)")
     return "\n".join(lines) + "\n", triton_meta
 
@@ -142,12 +129,12 @@ def emit(kernel: MixOrderKernelMixin, scheduling: Any, node_schedule: Any,
          main_src: str) -> Any:
     """Define the final-step kernel; returns a callable that writes its launch, or None
     when the ATen step has to be used."""
-    if not supported(kernel):
-        return None
     K = len(kernel.partials)
     P = kernel.plan.programs
     N = int(kernel.numels["r0_"])
     block = kernel.flavor.finalize_block(N, P, K)
+    if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
+        return None
     src, triton_meta = source(kernel, main_src, block)
     name = scheduling.define_kernel(src, node_schedule, kernel)
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]

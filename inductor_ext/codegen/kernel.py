@@ -29,19 +29,8 @@ from ..compat import (
 from ..runtime import autotune
 from ..scheduler import reorder
 from . import finalize
+from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import LaunchPlan, TargetFlavor, get_flavor
-
-_COMBINE = {
-    "sum": ("0.0", "{acc} + {val}"),
-    "prod": ("1.0", "{acc} * {val}"),
-    "max": ("float('-inf')", "triton_helpers.maximum({acc}, {val})"),
-    "min": ("float('inf')", "triton_helpers.minimum({acc}, {val})"),
-}
-
-_FINAL = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin"}
-_TL_FINAL = {"sum": "tl.sum", "prod": "triton_helpers.prod", "max": "triton_helpers.max2",
-             "min": "triton_helpers.min2"}
-
 
 _ASSIGN = re.compile(r"^(\w+) = ")
 _LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
@@ -136,7 +125,7 @@ class MixOrderKernelMixin:
         index = len(self.partials)
         acc = f"_mo_acc{index}"
         self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
-        default, combine = _COMBINE[reduction_type]
+        default, combine = COMBINE[reduction_type]
         val = f"tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]).to(tl.float32)"
         mask = self.accumulate_mask()
         if mask:
@@ -181,7 +170,7 @@ class MixOrderKernelMixin:
         for line in self.flavor.loop_header(plan):
             body.writeline(line)
         for part in self.partials:
-            default, _ = _COMBINE[part.reduction_type]
+            default, _ = COMBINE[part.reduction_type]
             body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, tl.float32)")
         prefetch = self._prefetch_split() if plan.prefetch else None
         if prefetch is not None:
@@ -210,7 +199,7 @@ class MixOrderKernelMixin:
         K = len(self.partials)
         r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
         for part in self.partials:
-            reduce_fn = _TL_FINAL[part.reduction_type]
+            reduce_fn = TL_REDUCE[part.reduction_type]
             slot = f"(tl.program_id(0) * {K} + {part.index}) * r0_numel"
             body.writeline(
                 f"tl.store({self.ws_inner_name} + ({self.ws_offset} + {slot} + r0_index), "
@@ -300,22 +289,24 @@ class MixOrderKernelMixin:
         super().call_kernel(name, node, deallocate_ws=False)
         if self.finalize_launch is not None:
             self.finalize_launch()
-            if deallocate_ws:
-                self.deallocate_workspaces()
-            return
+        else:
+            self._write_aten_final_step()
+        if deallocate_ws:
+            self.deallocate_workspaces()
+
+    def _write_aten_final_step(self) -> None:
+        """Fallback final step: one ATen reduce over the workspace rows per output."""
         wrapper = V.graph.wrapper_code
         K = len(self.partials)
         P = self.plan.programs
         N = int(self.numels["r0_"])
         ws = self.ws_outer_name
         for part in self.partials:
-            final = _FINAL[part.reduction_type]
+            final = ATEN_REDUCE[part.reduction_type]
             view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
             wrapper.writeline(
                 f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
                 f".view({part.out_name}.shape))")
-        if deallocate_ws:
-            self.deallocate_workspaces()
 
 
 _FIXED_DECORATOR = "@triton_heuristics.fixed_config("
