@@ -278,3 +278,11 @@ def test_prefetch_layer_norm_on_a_sliced_input(plugin, monkeypatch):
     got = torch.autograd.grad(y, [x_full, w, b], dy)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert_close(got, float64_grads(sliced_layer_norm, [x_full, w, b], dy))
+
+
+def test_inductor_kernel_count_includes_the_final_step(plugin):
+    from torch._inductor import metrics as inductor_metrics
+
+    inductor_metrics.reset()
+    _, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs())
+    assert inductor_metrics.generated_kernel_count == _triton_kernels(code) == 2
