@@ -154,14 +154,17 @@ class GraphTimer:
         return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
 
 
-def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096) -> float:
-    """Practical bandwidth ceiling: a 2-read-1-write bf16 add, timed like every variant."""
-    a = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
+def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096,
+              dtype: torch.dtype = torch.bfloat16) -> float:
+    """Practical bandwidth ceiling: a 2-read-1-write add, timed like every variant (the
+    default size is the baseline's: 32768x4096 bf16)."""
+    a = torch.randn(numel, device="cuda", dtype=dtype)
     b = torch.randn_like(a)
     out = torch.empty_like(a)
     _, _, graph = timer.run(lambda: torch.add(a, b, out=out))
     us = timer.time_us(graph)
-    return 3 * numel * 2 / (us * 1e-6) / 1e12
+    return 3 * numel * dtype.itemsize / (us * 1e-6) / 1e12
+
 
 
 class Block(nn.Module):

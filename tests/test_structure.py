@@ -66,11 +66,76 @@ def test_cuda_column_tiled_beyond_max_persistent_n(plugin):
     with inductor_ext.config.patch(max_persistent_n=64), \
             pytest.MonkeyPatch.context() as mp:
         mp.setattr(CudaFlavor, "column_tile", 64)
+        mp.setattr(CudaFlavor, "register_partials_share", 0.0)  # no register tiles
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert "for r0_offset in" in code and "'R0_BLOCK': 64" in code
     assert "tl.store(_mo_ws0, tl.load(_mo_ws0" in code
     assert "mix_order_autotune" not in code  # accumulating kernels are never re-run to time
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def _register_tiled(monkeypatch, tile=16):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "register_tile", tile)
+    return inductor_ext.config.patch(max_persistent_n=tile)
+
+
+def _fused_kernel_source(code: str) -> str:
+    """The fused kernel's Triton source (the first kernel with a row loop)."""
+    return next(src for src in code.split("async_compile.triton(")[1:]
+                if "for xoffset in" in src)
+
+
+def test_cuda_register_tiles_unroll_the_column_loops(plugin, monkeypatch):
+    """A row longer than max_persistent_n whose partials fit the register file: the column
+    tiles are unrolled, each with its own accumulators, stored once per program."""
+    N = 40  # tiles of 16: 3, the last one masked
+    args = _inputs(M=64, N=N)
+    with _register_tiled(monkeypatch):
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    fused = _fused_kernel_source(code)
+    assert "for r0_offset in" not in fused
+    assert [f"r0_offset = {t} * R0_BLOCK" in fused for t in range(4)] == [True] * 3 + [False]
+    assert fused.count("_mo_acc0_t2 = _mo_acc0_t2 + tl.sum(") == 1
+    assert "tl.load(_mo_ws" not in fused  # no read-modify-write of the workspace
+    assert "2 * R0_BLOCK + r0_cols < r0_numel" in fused  # the partial last tile
+    assert "'R0_BLOCK': 16" in code
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_register_tiles_take_every_partial_kind(plugin, monkeypatch):
+    """Register tiles fold with each reduction's own combine (the looped path: sums only)."""
+    def fn(a, b):
+        v = a * b
+        return v.sum(1), v.sum(0), (1 + 0.01 * v).prod(0), v.amax(0), v.amin(0)
+
+    a, b = torch.randn(96, 48), torch.randn(96, 48)
+    with _register_tiled(monkeypatch):
+        got, (code,) = run_and_get_code(torch.compile(fn), a, b)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    fused = _fused_kernel_source(code)
+    assert "triton_helpers.maximum(_mo_acc2_t1, triton_helpers.max2(" in fused
+    ref = fn(a.double(), b.double())
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4)
+
+
+def test_register_tiles_are_autotuned(plugin, monkeypatch):
+    """Register-tiled kernels store their partials (no workspace adds), so the autotuner
+    may run them more than once: rows per iteration 1 and 2 are both correct."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    args = _inputs(M=64, N=48)
+    with _register_tiled(monkeypatch):
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert "@mix_order_autotune(" in code
+    configs = code.split("'inductor_ext_configs': ")[1].split("]")[0]
+    assert "'XBLOCK': 1," in configs and "'XBLOCK': 2," in configs
+    assert configs.count("'R0_BLOCK': 16,") == configs.count("'XBLOCK'")
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
@@ -286,3 +351,43 @@ def test_inductor_kernel_count_includes_the_final_step(plugin):
     inductor_metrics.reset()
     _, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs())
     assert inductor_metrics.generated_kernel_count == _triton_kernels(code) == 2
+
+
+def _layer_norm_grads(x, w, b, dy):
+    from inductor_ext.testing.reference import layer_norm
+
+    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+    return torch.autograd.grad(layer_norm(x, w, b), (x, w, b), dy)
+
+
+def test_cast_of_the_column_result_is_written_by_the_final_step(plugin):
+    """bf16 LayerNorm: dw and db are summed in fp32 and cast to bf16. The casts join the
+    group, so the final step writes bf16 directly: two kernels in all, no fp32 [N] buffer."""
+    N = 48
+    x, dy = torch.randn(64, N, dtype=torch.bfloat16), torch.randn(64, N, dtype=torch.bfloat16)
+    w, b = torch.randn(N, dtype=torch.bfloat16), torch.randn(N, dtype=torch.bfloat16)
+    got, codes = run_and_get_code(torch.compile(_layer_norm_grads), x, w, b, dy)
+    backward = codes[-1]
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert _triton_kernels(backward) == 2
+    assert "triton_poi" not in backward
+    assert "out0.to(tl.bfloat16)" in backward and "out1.to(tl.bfloat16)" in backward
+    assert f"empty_strided_cuda(({N}, ), (1, ), torch.float32)" not in backward
+    assert f"(({N}, ), (1, ), torch.float32)" not in backward
+    ref = _layer_norm_grads(*(t.double() for t in (x, w, b, dy)))
+    assert_close(got, ref)
+
+
+def test_cast_is_not_absorbed_when_the_fp32_result_has_other_users(plugin):
+    """The fp32 sum is also returned: it must still be written, so the cast stays Inductor's."""
+    def fn(a, b):
+        v = a * b
+        col = v.sum(0)
+        return v.sum(1), col, col.to(torch.bfloat16)
+
+    a, b = torch.randn(64, 40), torch.randn(64, 40)
+    got, (code,) = run_and_get_code(torch.compile(fn), a, b)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "out0.to(tl.float32)" in code
+    assert "triton_poi" in code  # the cast, still its own kernel
+    assert_close(got, [r.double() for r in fn(a.double(), b.double())])

@@ -70,6 +70,12 @@ class CudaFlavor(TargetFlavor):
     #: Column-tiled kernels (rows longer than max_persistent_n): row tile and rows per block.
     column_tile = 2048
     column_tiled_block_m = 2
+    #: Column-tiled rows whose partials fit this share of the register file unroll their
+    #: tiles (`register_tile` columns each, at most `max_register_tiles`) and keep every
+    #: partial in registers across the row loop; the second pass re-reads the row from L1.
+    register_partials_share = 0.5
+    register_tile = 4096
+    max_register_tiles = 16
     #: The interpreter would time every config by running it: off unless a test asks.
     autotune_on_cpu = False
     #: One dependent DRAM load round trip under load (H100: about a microsecond).
@@ -112,9 +118,24 @@ class CudaFlavor(TargetFlavor):
             return sms * per_sm
         return max(1, min(sms * per_sm, blocks))
 
+    def register_tiles_for(self, shape: ShapeInfo) -> int:
+        """Unrolled column tiles for a column-tiled row, or 0 when its partials (one fp32
+        per column per partial) would take more than `register_partials_share` of the
+        register file of one SM, or the row needs too many tiles."""
+        partial_bytes = 4 * shape.num_columns * shape.N
+        tiles = -(-shape.N // min(self.register_tile, next_pow2(shape.N)))
+        if (tiles > self.max_register_tiles or partial_bytes
+                > self.register_partials_share * _register_file_bytes(shape.device)):
+            return 0
+        return tiles
+
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
         column_tiled = shape.N > ext_config.max_persistent_n or not self.persistent_fits(shape)
-        if column_tiled:
+        register_tiles = self.register_tiles_for(shape) if column_tiled else 0
+        if register_tiles:
+            r0_block = min(self.register_tile, next_pow2(shape.N))
+            block_m = 1
+        elif column_tiled:
             r0_block = min(self.column_tile, next_pow2(shape.N))
             block_m = self.column_tiled_block_m
         else:
@@ -126,19 +147,47 @@ class CudaFlavor(TargetFlavor):
         if split_size is not None:
             rows = max(block_m, -(-split_size // block_m) * block_m)
             programs = max(1, -(-shape.M_hint // rows))
+        elif register_tiles:
+            programs = self.register_tiled_programs(shape)
         else:
             programs = self.programs_for(shape, block_m, column_tiled)
         sms = _sm_count(shape.device)
         max_warps = max(2, min(32, self.max_warps_per_sm * sms // max(1, programs)))
-        tile = block_m * r0_block
-        num_warps = max(2, min(max_warps, tile // self.elems_per_warp))
+        if register_tiles:
+            # The partials' registers are spread over the program's threads: the most warps
+            # leaves each thread the fewest, and the most loads in flight.
+            num_warps = max_warps
+        else:
+            num_warps = max(2, min(max_warps, block_m * r0_block // self.elems_per_warp))
         configs: tuple[tuple[tuple[str, int], ...], ...] = ()
-        if not column_tiled and (shape.device.type != "cpu" or self.autotune_on_cpu):
-            configs = self.candidate_configs(block_m, r0_block, max_warps)
+        if ((not column_tiled or register_tiles)
+                and (shape.device.type != "cpu" or self.autotune_on_cpu)):
+            if register_tiles:
+                configs = self.register_tiled_configs(r0_block, max_warps)
+            else:
+                configs = self.candidate_configs(block_m, r0_block, max_warps)
         return LaunchPlan(target=self.name, programs=programs, block_m=block_m,
                           r0_block=r0_block, num_warps=num_warps, num_stages=1,
-                          row_loop="contiguous", column_tiled=column_tiled, configs=configs,
+                          row_loop="contiguous", column_tiled=column_tiled,
+                          register_tiles=register_tiles, configs=configs,
                           prefetch=self.use_prefetch(shape, r0_block, programs, column_tiled))
+
+    def register_tiled_programs(self, shape: ShapeInfo) -> int:
+        """As many programs per SM as their register partials allow (at least one)."""
+        partial_bytes = 4 * shape.num_columns * shape.N
+        budget = self.register_partials_share * _register_file_bytes(shape.device)
+        per_sm = max(1, min(self.programs_per_sm, int(budget // partial_bytes)))
+        programs = _sm_count(shape.device) * per_sm
+        return max(1, min(programs, shape.M_hint)) if shape.M_static else programs
+
+    def register_tiled_configs(self, r0_block: int,
+                               max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """Rows per iteration {1, 2} x warps {max/2, max}; the tile (R0_BLOCK) is fixed, the
+        unrolled code is written for it."""
+        out = [(("XBLOCK", xblock), ("R0_BLOCK", r0_block), ("num_warps", warps),
+                ("num_stages", 1))
+               for xblock in (1, 2) for warps in sorted({max(2, max_warps // 2), max_warps})]
+        return tuple(out)
 
     def use_prefetch(self, shape: ShapeInfo, r0_block: int, programs: int,
                      column_tiled: bool) -> bool:
@@ -180,7 +229,12 @@ class CudaFlavor(TargetFlavor):
         t_unfused = (shape.total_bytes + second_read) / bw
         ws_bytes = plan.programs * shape.num_columns * shape.N * 4
         t_fused = (shape.total_bytes + ws_bytes) / bw + self.finalize_launch_s
-        if plan.column_tiled:
+        if plan.register_tiles:
+            # Unrolled tiles: a row block's loads are independent, one DRAM round trip per
+            # row block; the second pass re-reads the block from L1.
+            trips = rows_per_program // plan.block_m
+            t_fused = max(t_fused, trips * self.load_round_trip_s)
+        elif plan.column_tiled:
             # Two passes over each row block in column tiles, one dependent load round trip
             # per tile and a single row block in flight per program: latency-bound.
             tiles = -(-shape.N // plan.r0_block)

@@ -31,6 +31,10 @@ class LaunchPlan:
     #: Row longer than one tile: the row reduction loops over column tiles (two passes) and
     #: column partials are added into the program's workspace row per tile (sum only).
     column_tiled: bool = False
+    #: Column-tiled only: >0 unrolls the row walk into this many static column tiles, each
+    #: with its own partials in registers (the workspace is written once, any combine);
+    #: 0 loops over the tiles at run time, adding sums into the workspace per tile.
+    register_tiles: int = 0
     #: Alternative launch configs ({XBLOCK <= block_m, num_warps, num_stages} as item
     #: tuples) that Inductor's autotuner times on first launch; empty: the one config above.
     configs: tuple[tuple[tuple[str, int], ...], ...] = ()

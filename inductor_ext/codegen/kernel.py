@@ -78,6 +78,11 @@ class MixOrderKernelMixin:
     def column_tiled(self) -> bool:
         return not self.persistent_reduction
 
+    @property
+    def register_tiles(self) -> int:
+        """Static column tiles with partials in registers (0: looped, workspace adds)."""
+        return self.plan.register_tiles if self.column_tiled else 0
+
     # -- the row axis lives in our loop ------------------------------------------------
     def want_no_x_dim(self) -> bool:
         return False  # our row loop and accumulators are written for a 2-D [XBLOCK, R0] tile
@@ -111,8 +116,10 @@ class MixOrderKernelMixin:
     def autotuned(self) -> bool:
         """Several configs are timed on first launch. Never in deterministic mode (rows per
         iteration and warps change the summation order) nor for column-tiled kernels
-        (they add into the workspace, so a timing run would change the result)."""
-        return (len(self.plan.configs) > 1 and not self.column_tiled
+        that loop over tiles (they add into the workspace, so a timing run would change
+        the result)."""
+        return (len(self.plan.configs) > 1
+                and (not self.column_tiled or self.register_tiles > 0)
                 and not compat.deterministic_mode())
 
     # -- partial accumulation ----------------------------------------------------------
@@ -130,7 +137,12 @@ class MixOrderKernelMixin:
         mask = self.accumulate_mask()
         if mask:
             val = f"tl.where({mask}, {val}, {default})"
-        if self.column_tiled:
+        if self.register_tiles:
+            # Unrolled column tiles: fold this tile's rows first, then into the tile's own
+            # [1, R0_BLOCK] accumulator (`_wrap_row_loop` gives each tile its own name).
+            fold = combine.format(acc=acc, val=f"{TL_REDUCE[reduction_type]}({val}, 0)[None, :]")
+            self.compute.writeline(f"{acc} = {fold}")
+        elif self.column_tiled:
             # The row is walked in column tiles: add this tile's column sums into the
             # program's own workspace row (zeroed at launch; no other program touches it).
             assert reduction_type == "sum", "column-tiled partials are sums"
@@ -266,14 +278,38 @@ class MixOrderKernelMixin:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
         self._wrapped = True
         inner = self.body
-        body = type(inner)()
+        tiles = self.register_tiles
+        if tiles:
+            inner = _unroll_column_loops(inner.getvalue(), tiles,
+                                         [part.acc for part in self.partials])
+        body = type(self.body)()
         for line in self.flavor.loop_header(self.plan):
             body.writeline(line)
+        for part in self.partials:
+            default, _ = COMBINE[part.reduction_type]
+            for tile in range(tiles):
+                body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
+                               "tl.float32)")
         body.writeline(self.flavor.loop_statement(self.plan))
         with body.indent():
             self._write_row_block_indices(body)
             body.splice(inner)
+        if tiles:
+            self._write_tile_partials(body, tiles)
         self.body = body
+
+    def _write_tile_partials(self, body: Any, tiles: int) -> None:
+        """Each unrolled tile's partials into its columns of the program's workspace row."""
+        K = len(self.partials)
+        masked = not self._has_constant_mask(self.range_trees[1])
+        body.writeline("r0_cols = tl.arange(0, R0_BLOCK)[None, :]")
+        for part in self.partials:
+            slot = f"(tl.program_id(0) * {K} + {part.index}) * r0_numel"
+            for tile in range(tiles):
+                cols = f"{tile} * R0_BLOCK + r0_cols"
+                mask = f", {cols} < r0_numel" if masked else ""
+                body.writeline(f"tl.store({self.ws_inner_name} + ({self.ws_offset} + {slot} + "
+                               f"{cols}), {part.acc}_t{tile}{mask})")
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
@@ -307,6 +343,43 @@ class MixOrderKernelMixin:
             wrapper.writeline(
                 f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
                 f".view({part.out_name}.shape))")
+
+
+_COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
+
+
+def _unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
+    """Replace each loop over column tiles by `tiles` straight-line copies with a constant
+    r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
+    partials of a whole row live in registers across the row loop."""
+    renames = [re.compile(rf"\b{re.escape(acc)}\b") for acc in accumulators]
+    lines = code.splitlines()
+    out: list[str] = []
+    unrolled = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.strip() != _COLUMN_LOOP:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        body = []
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith(indent + " ")):
+            body.append(lines[i])
+            i += 1
+        body_indent = min(len(b) - len(b.lstrip()) for b in body if b.strip())
+        for tile in range(tiles):
+            out.append(f"{indent}r0_offset = {tile} * R0_BLOCK")
+            for body_line in body:
+                text = indent + body_line[body_indent:] if body_line.strip() else ""
+                for pattern in renames:
+                    text = pattern.sub(lambda m, t=tile: f"{m.group(0)}_t{t}", text)
+                out.append(text)
+        unrolled += 1
+    if not unrolled:
+        raise RuntimeError("no column loop to unroll")
+    return "\n".join(out) + "\n"
 
 
 _FIXED_DECORATOR = "@triton_heuristics.fixed_config("
@@ -371,7 +444,7 @@ def _column_body(col: Any) -> _ColumnBody:
     else:
         buf = col.out_node.node
     (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
-    return _ColumnBody(col.out_name, col.reduction_type, list(iter_sizes), list(red_sizes),
+    return _ColumnBody(col.final_name, col.reduction_type, list(iter_sizes), list(red_sizes),
                        body, col.out_node)
 
 
@@ -415,9 +488,10 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     columns = [_column_body(col) for col in node.columns]
     K = kernel.num_partials = len(columns)
     N = int(node.N)
-    # Column-tiled kernels add into their workspace rows, so those start zeroed.
+    # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     inner_name, outer_name, offset = kernel.args.workspace(
-        sympy.Integer(plan.programs * K * N), plan.column_tiled, dtype=torch.float32)
+        sympy.Integer(plan.programs * K * N), plan.column_tiled and not plan.register_tiles,
+        dtype=torch.float32)
     kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
 
     with kernel:
@@ -456,7 +530,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
 
     for col in node.columns:
         for absorbed in col.absorbed:
-            if absorbed is not col.out_node:
+            if absorbed is not col.out_node or col.cast is not None:
                 V.graph.removed_buffers.add(absorbed.node.get_name())
     with V.set_kernel_handler(kernel):
         for snode in node.get_nodes():

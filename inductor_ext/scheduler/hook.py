@@ -14,7 +14,7 @@ from ..compat import BaseSchedulerNode, V
 from ..logs import log
 from . import legality
 from .convert import convert
-from .match import Candidate, find_candidates
+from .match import Candidate, cast_consumer, find_candidates
 
 _warned: set[str] = set()
 
@@ -109,8 +109,9 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if not ok:
         return None, shape, "not_persistent", why
     plan = flavor.plan(shape, ext_config.split_size)
-    if plan.column_tiled and any(col.reduction_type != "sum" for col in cand.columns):
-        return None, shape, "not_persistent", "the column-tiled path accumulates sums only"
+    if (plan.column_tiled and not plan.register_tiles
+            and any(col.reduction_type != "sum" for col in cand.columns)):
+        return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
     if not ext_config.always_fuse:
         ok, why = flavor.profitable(shape, plan)
         if not ok:
@@ -142,6 +143,8 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
                     decline(cand.describe(), cand.M, cand.N, reason, detail)
                 continue
             install_backend_wrapper(sched, cand.inner.get_device())
+            for col in cand.columns:
+                col.cast = cast_consumer(sched, col)
             nodes = convert(sched, nodes, cand, plan, shape)
             log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
                       cand.M, cand.N, plan)

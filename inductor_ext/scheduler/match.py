@@ -28,11 +28,19 @@ class ColumnReduction:
     numel: sympy.Expr  # N
     rnumel: sympy.Expr  # M
     unsplit: UnsplitReduction | None  # set when Inductor had split this reduction
+    #: The result's only user when it just casts it (dw in bf16): the final step writes
+    #: the cast value itself, one launch less (see `cast_consumer`).
+    cast: SchedulerNode | None = None
 
     @property
     def out_name(self) -> str:
-        """Name of the buffer that receives the final result."""
+        """Name of the buffer the reduction itself writes (fp32 accumulation)."""
         return self.out_node.node.get_name()
+
+    @property
+    def final_name(self) -> str:
+        """Name of the buffer the final step writes: the cast's output if absorbed."""
+        return self.cast.node.get_name() if self.cast is not None else self.out_name
 
     def reads(self) -> set[str]:
         names: set[str] = set()
@@ -203,3 +211,32 @@ def _is_full_matrix(name: str, numel: sympy.Expr) -> bool:
     except Exception:
         return False
     return _equal(size, numel)
+
+
+#: Loop-body operations of a node that only casts one buffer elementwise.
+_CAST_OPS = frozenset({"get_index", "load", "to_dtype", "store"})
+
+
+def cast_consumer(sched: Any, col: ColumnReduction) -> SchedulerNode | None:
+    """The pointwise node that only casts `col`'s result to another dtype, elementwise over
+    the same [N], if it is that result's only user (a graph output has another user)."""
+    buf = sched.name_to_buf.get(col.out_name) if sched is not None else None
+    if buf is None or len(buf.users) != 1:
+        return None
+    node = buf.users[0].node
+    if not isinstance(node, SchedulerNode) or node.is_reduction():
+        return None
+    reads, writes = list(node.read_writes.reads), list(node.read_writes.writes)
+    if len(reads) != 1 or len(writes) != 1 or reads[0].name != col.out_name:
+        return None
+    read, write = reads[0], writes[0]
+    if (getattr(read, "index", None) != getattr(write, "index", None)
+            or getattr(read, "ranges", None) != getattr(write, "ranges", None)
+            or not _equal(sympy.Mul(*node.get_ranges()[0]), col.numel)):
+        return None
+    body = getattr(node, "_body", None)
+    if body is None or getattr(body, "subblocks", None):
+        return None
+    ops = {n.target for n in body.root_block.graph.nodes if n.op in ("call_method",
+                                                                   "call_module")}
+    return node if ops <= _CAST_OPS else None

@@ -21,7 +21,8 @@ class MixOrderNode(FusedSchedulerNode):
                  columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
                  plan: Any, shape: Any) -> None:
         absorbed = [n for col in columns for n in col.absorbed]
-        super().__init__(scheduler, [*inner.get_nodes(), *absorbed])
+        casts = [col.cast for col in columns if col.cast is not None]
+        super().__init__(scheduler, [*inner.get_nodes(), *absorbed, *casts])
         self.inner_nodes = list(inner.get_nodes())
         self.columns = columns
         self.M = M
@@ -31,5 +32,5 @@ class MixOrderNode(FusedSchedulerNode):
         self.group = inner.group
 
     def debug_str_extra(self) -> str:
-        cols = ", ".join(f"{c.reduction_type}->{c.out_name}" for c in self.columns)
+        cols = ", ".join(f"{c.reduction_type}->{c.final_name}" for c in self.columns)
         return f"{super().debug_str_extra()}\n  mix_order: M={self.M} N={self.N} [{cols}]"
