@@ -5,7 +5,14 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.testing.reference import assert_close, rms_backward, rms_norm
+from inductor_ext.testing.reference import (
+    assert_close,
+    autograd_grads,
+    float64_grads,
+    layer_norm,
+    rms_backward,
+    rms_norm,
+)
 
 
 def _inputs(M=64, N=40):
@@ -329,7 +336,6 @@ def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M):
 
 def test_prefetch_layer_norm_on_a_sliced_input(plugin, monkeypatch):
     from inductor_ext.codegen.cuda import CudaFlavor
-    from inductor_ext.testing.reference import float64_grads, layer_norm
 
     monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
     monkeypatch.setattr(CudaFlavor, "min_rows_per_program", 1)
@@ -353,20 +359,14 @@ def test_inductor_kernel_count_includes_the_final_step(plugin):
     assert inductor_metrics.generated_kernel_count == _triton_kernels(code) == 2
 
 
-def _layer_norm_grads(x, w, b, dy):
-    from inductor_ext.testing.reference import layer_norm
-
-    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
-    return torch.autograd.grad(layer_norm(x, w, b), (x, w, b), dy)
-
-
 def test_cast_of_the_column_result_is_written_by_the_final_step(plugin):
     """bf16 LayerNorm: dw and db are summed in fp32 and cast to bf16. The casts join the
     group, so the final step writes bf16 directly: two kernels in all, no fp32 [N] buffer."""
     N = 48
-    x, dy = torch.randn(64, N, dtype=torch.bfloat16), torch.randn(64, N, dtype=torch.bfloat16)
-    w, b = torch.randn(N, dtype=torch.bfloat16), torch.randn(N, dtype=torch.bfloat16)
-    got, codes = run_and_get_code(torch.compile(_layer_norm_grads), x, w, b, dy)
+    inputs = [torch.randn(*shape, dtype=torch.bfloat16, requires_grad=True)
+              for shape in ((64, N), (N,), (N,))]
+    dy = torch.randn(64, N, dtype=torch.bfloat16)
+    got, codes = run_and_get_code(autograd_grads, torch.compile(layer_norm), inputs, dy)
     backward = codes[-1]
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert _triton_kernels(backward) == 2
@@ -374,8 +374,7 @@ def test_cast_of_the_column_result_is_written_by_the_final_step(plugin):
     assert "out0.to(tl.bfloat16)" in backward and "out1.to(tl.bfloat16)" in backward
     assert f"empty_strided_cuda(({N}, ), (1, ), torch.float32)" not in backward
     assert f"(({N}, ), (1, ), torch.float32)" not in backward
-    ref = _layer_norm_grads(*(t.double() for t in (x, w, b, dy)))
-    assert_close(got, ref)
+    assert_close(got, float64_grads(layer_norm, inputs, dy))
 
 
 def test_cast_is_not_absorbed_when_the_fp32_result_has_other_users(plugin):

@@ -47,6 +47,11 @@ def _dram_bytes_per_s(device: torch.device) -> float:
     return compat.dram_bytes_per_s(device) or 2.0e12
 
 
+def _partial_bytes(shape: ShapeInfo) -> int:
+    """One program's fp32 partials: one value per column per column reduction."""
+    return 4 * shape.num_columns * shape.N
+
+
 class CudaFlavor(TargetFlavor):
     name = "cuda"
     device_types = ("cuda", "xpu", "cpu")
@@ -101,7 +106,7 @@ class CudaFlavor(TargetFlavor):
         """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
         `max_workspace_share` of the bytes the kernel moves anyway."""
         sms = _sm_count(shape.device)
-        per_program = 4 * shape.num_columns * shape.N
+        per_program = _partial_bytes(shape)
         per_sm = self.programs_per_sm
         while per_sm > 1 and sms * per_sm * per_program > (self.max_workspace_share
                                                            * shape.total_bytes):
@@ -122,10 +127,9 @@ class CudaFlavor(TargetFlavor):
         """Unrolled column tiles for a column-tiled row, or 0 when its partials (one fp32
         per column per partial) would take more than `register_partials_share` of the
         register file of one SM, or the row needs too many tiles."""
-        partial_bytes = 4 * shape.num_columns * shape.N
         tiles = -(-shape.N // min(self.register_tile, next_pow2(shape.N)))
-        if (tiles > self.max_register_tiles or partial_bytes
-                > self.register_partials_share * _register_file_bytes(shape.device)):
+        if (tiles > self.max_register_tiles
+                or _partial_bytes(shape) > self.register_partials_budget(shape)):
             return 0
         return tiles
 
@@ -172,11 +176,13 @@ class CudaFlavor(TargetFlavor):
                           register_tiles=register_tiles, configs=configs,
                           prefetch=self.use_prefetch(shape, r0_block, programs, column_tiled))
 
+    def register_partials_budget(self, shape: ShapeInfo) -> float:
+        return self.register_partials_share * _register_file_bytes(shape.device)
+
     def register_tiled_programs(self, shape: ShapeInfo) -> int:
         """As many programs per SM as their register partials allow (at least one)."""
-        partial_bytes = 4 * shape.num_columns * shape.N
-        budget = self.register_partials_share * _register_file_bytes(shape.device)
-        per_sm = max(1, min(self.programs_per_sm, int(budget // partial_bytes)))
+        fitting = int(self.register_partials_budget(shape) // _partial_bytes(shape))
+        per_sm = max(1, min(self.programs_per_sm, fitting))
         programs = _sm_count(shape.device) * per_sm
         return max(1, min(programs, shape.M_hint)) if shape.M_static else programs
 
@@ -227,7 +233,7 @@ class CudaFlavor(TargetFlavor):
         l2 = _l2_bytes(shape.device)
         second_read = max(0, shape.shared_bytes - l2 // 2)
         t_unfused = (shape.total_bytes + second_read) / bw
-        ws_bytes = plan.programs * shape.num_columns * shape.N * 4
+        ws_bytes = plan.programs * _partial_bytes(shape)
         t_fused = (shape.total_bytes + ws_bytes) / bw + self.finalize_launch_s
         if plan.register_tiles:
             # Unrolled tiles: a row block's loads are independent, one DRAM round trip per

@@ -81,7 +81,7 @@ class MixOrderKernelMixin:
     @property
     def register_tiles(self) -> int:
         """Static column tiles with partials in registers (0: looped, workspace adds)."""
-        return self.plan.register_tiles if self.column_tiled else 0
+        return self.plan.register_tiles
 
     # -- the row axis lives in our loop ------------------------------------------------
     def want_no_x_dim(self) -> bool:
