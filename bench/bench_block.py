@@ -8,7 +8,8 @@ causal attention (scaled_dot_product_attention) -> residual -> RMSNorm -> SwiGLU
 residual. A size is batch x sequence x model dim; heads of 128 channels, MLP 8/3 x dim.
 Both compiled variants keep upstream's mix-order reduction off, so "off" is stock Inductor
 and "on" differs only by our pass. Timing as in bench_norm_bwd.py: the step captured in a
-CUDA graph, do_bench of its replay.
+CUDA graph, do_bench of its replay; the three variants' graphs are then timed in turns
+(`--rounds`, median), since a step of several milliseconds drifts with clocks and power.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import argparse
 import csv
 import math
 import os
+import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, Block, GraphTimer, has_upstream_mix_order  # noqa: E402
+from common import DTYPES, FLUSH_MODES, Block, GraphTimer, has_upstream_mix_order  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err  # noqa: E402
@@ -44,11 +46,20 @@ def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: Gr
         return torch.autograd.grad(model(x), params, dy)
 
     _, grads, graph = timer.run(step)
-    us = timer.time_us(graph)
     fused = inductor_ext.metrics.mix_order_kernels
-    grads = [g.detach().clone() for g in grads]
-    del graph
-    return us, fused, grads
+    return graph, fused, [g.detach().clone() for g in grads]
+
+
+def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
+                   rounds: int) -> dict[str, float]:
+    """Median over `rounds` of each graph's do_bench time, the variants taking turns (in a
+    rotated order each round), so clock or power drift over the run hits them alike."""
+    names = list(graphs)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(timer.time_us(graphs[name], rep_ms=50))
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="4x2048x2048,2x2048x4096,8x1024x1024")
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--csv", default="")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
+                    help="how the L2 is emptied before each replay (bench/README.md)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="timing rounds, the variants taking turns; the median is reported")
     args = ap.parse_args(argv)
     dtype = DTYPES[args.dtype]
-    timer = GraphTimer()
+    timer = GraphTimer(args.flush)
     rows = []
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     for size in args.sizes.split(","):
@@ -68,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         block = Block(D, heads=D // 128, hidden=hidden, eps=1e-6).to("cuda", dtype)
         x = torch.randn(B, S, D, device="cuda", dtype=dtype, requires_grad=True)
         dy = torch.randn_like(x)
-        results = {v: run(block, x, dy, v, timer) for v in ("eager", "inductor", "inductor_ext")}
+        built = {v: run(block, x, dy, v, timer) for v in ("eager", "inductor", "inductor_ext")}
+        step_us = interleaved_us(timer, {v: b[0] for v, b in built.items()}, args.rounds)
+        results = {v: (step_us[v], fused, grads) for v, (_, fused, grads) in built.items()}
+        del built
         eager = results["eager"][2]
         for variant, (us, fused, grads) in results.items():
             err = max(max_rel_err(g, r) for g, r in zip(grads, eager))

@@ -3,16 +3,18 @@
     python bench/bench_norm_bwd.py [--shapes 32768x4096:bf16,...] [--ops rms,ln]
         [--variants eager,inductor_nomix,inductor_mix,liger,inductor_ext,inductor_ext_ascend]
         [--csv bench/results/norm_bwd.csv] [--plot bench/results/norm_bwd.png]
+        [--flush read|write]
 
 Each variant's gradients are checked against a float64 reference (and eager's own error)
 before it is timed; a wrong variant is reported and not timed. Timing: the backward
 (`torch.autograd.grad`) captured in a CUDA graph, `triton.testing.do_bench` of its replay
-(bench/README.md says why). With Inductor's metric table on
-(`TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_bench`), every row also lands in
-metric_table_mix_order_bench.csv. `--autotune-log` records the time of every launch config
-the autotuner tried for our fused kernels; `--setting` overrides CudaFlavor attributes
-(exploration only: they are not part of the cache key, so run it with
-TORCHINDUCTOR_FORCE_DISABLE_CACHES=1).
+with the L2 emptied by a read before each replay (`--flush write`: do_bench's own
+zero-fill, the baseline CSV's method; bench/README.md says why and compares the two).
+With Inductor's metric table on (`TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_bench`),
+every row also lands in metric_table_mix_order_bench.csv. `--autotune-log` records the
+time of every launch config the autotuner tried for our fused kernels; `--setting`
+overrides CudaFlavor attributes (exploration only: they are not part of the cache key, so
+run it with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     BASELINE_SHAPES,
     COMPILED,
+    FLUSH_MODES,
     OURS,
     GraphTimer,
     check,
@@ -47,7 +50,7 @@ import inductor_ext  # noqa: E402
 
 ALL_VARIANTS = "eager,inductor_nomix,inductor_mix,liger,inductor_ext,inductor_ext_ascend"
 FIELDS = ["op", "M", "N", "dtype", "variant", "us", "TBps", "copy_frac", "shape_copy_frac",
-          "rel_err", "correct",
+          "flush", "rel_err", "correct",
           "ext_kernels", "upstream_mo_kernels", "error"]
 
 
@@ -92,8 +95,11 @@ def run_variant(timer: GraphTimer, op: str, variant: str, fn, inputs, dy, ref,
     ok, err = check(grads, ref, eager_errs)
     row = {"rel_err": err, "correct": ok,
            "ext_kernels": inductor_ext.metrics.mix_order_kernels,
-           "upstream_mo_kernels": getattr(inductor_metrics, "codegen_mix_order_reduction", 0)
-           - (inductor_ext.metrics.mix_order_kernels if variant in OURS else 0)}
+           # Inductor counts at codegen: 0 when its FX graph cache served the graph.
+           "upstream_mo_kernels": max(0, getattr(inductor_metrics,
+                                                 "codegen_mix_order_reduction", 0)
+                                      - (inductor_ext.metrics.mix_order_kernels
+                                         if variant in OURS else 0))}
     row["us"] = timer.time_us(graph) if ok else math.nan
     if BREAKDOWN and ok and variant in BREAKDOWN:
         print_breakdown(graph, f"{op} {tuple(inputs[0].shape)} {variant}")
@@ -202,7 +208,13 @@ def apply_setting(setting: str) -> None:
         key, value = item.split("=")
         if not hasattr(CudaFlavor, key):
             raise SystemExit(f"--setting: CudaFlavor has no attribute {key!r}")
-        setattr(CudaFlavor, key, type(getattr(CudaFlavor, key))(value))
+        kind = type(getattr(CudaFlavor, key))
+        if kind is bool:
+            if value not in ("True", "False"):
+                raise SystemExit(f"--setting: {key} takes True or False, not {value!r}")
+            setattr(CudaFlavor, key, value == "True")
+        else:
+            setattr(CudaFlavor, key, kind(value))
 
 
 def log_autotuning(path: str) -> None:
@@ -252,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--breakdown", default="",
                     help="variants whose timed graph gets a per-kernel device-time listing")
     ap.add_argument("--setting", default="", help="e.g. 'programs_per_sm=2;tile_elems=8192'")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
+                    help="how the L2 is emptied before each replay (bench/README.md)")
     args = ap.parse_args(argv)
     apply_setting(args.setting)
     BREAKDOWN.update(filter(None, args.breakdown.split(",")))
@@ -262,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     variants = available(args.variants.split(","))
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
-    timer = GraphTimer()
+    timer = GraphTimer(args.flush)
     copy = copy_tbps(timer)
-    print(f"2-read-1-write bf16 add: {copy:.3f} TB/s")
+    print(f"2-read-1-write bf16 add: {copy:.3f} TB/s (L2 flush: {args.flush})")
     rows: list[dict] = []
     for M, N, dtype in parse_shapes(args.shapes):
         # The same add at this shape: what launch and ramp-up leave of the ceiling there.
@@ -278,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             eager_errs = None
             for variant in variants:
                 row = {"op": op, "M": M, "N": N, "dtype": str(dtype).replace("torch.", ""),
-                       "variant": variant, "error": ""}
+                       "variant": variant, "flush": args.flush, "error": ""}
                 try:
                     row.update(run_variant(timer, op, variant, fn, inputs, dy, ref,
                                            None if variant == "eager" else eager_errs))

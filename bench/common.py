@@ -3,10 +3,12 @@ method every variant goes through (see bench/README.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -120,6 +122,14 @@ def check(grads: Sequence[torch.Tensor], ref: Sequence[torch.Tensor],
     return ok, max(errs)
 
 
+#: How the L2 is emptied before each timed replay (bench/README.md, "The L2 flush"):
+#: "read" (default) reads do_bench's 256 MB buffer, so the L2 holds clean lines and the
+#: previous replay's writes drain untimed; "write" is do_bench's own zero-fill, which
+#: leaves ~50 MB of dirty lines that the timed kernels must write back (the baseline CSV's
+#: method: it costs every variant the same few microseconds).
+FLUSH_MODES = ("read", "write")
+
+
 class GraphTimer:
     """Time a GPU callable as device time: capture it once in a CUDA graph on a side
     stream, then `triton.testing.do_bench` the replay (L2 flushed before every replay,
@@ -129,8 +139,11 @@ class GraphTimer:
     `prepare` runs on the same stream first (the forward, so that autograd launches the
     backward on the capture stream) and warms up `fn` (compiles, autotuning)."""
 
-    def __init__(self) -> None:
+    def __init__(self, flush: str = "read") -> None:
+        if flush not in FLUSH_MODES:
+            raise ValueError(f"flush must be one of {FLUSH_MODES}, not {flush!r}")
         self.stream = torch.cuda.Stream()
+        self.flush = flush
 
     def run(self, fn: Callable[[], Any], prepare: Callable[[], Any] | None = None,
             warmup_calls: int = 3) -> tuple[Any, Any, torch.cuda.CUDAGraph]:
@@ -149,9 +162,14 @@ class GraphTimer:
         torch.cuda.synchronize()
         return state, out, graph
 
-    @staticmethod
-    def time_us(graph: torch.cuda.CUDAGraph, rep_ms: int = 100) -> float:
-        return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
+    def time_us(self, graph: torch.cuda.CUDAGraph, rep_ms: int = 100) -> float:
+        with contextlib.ExitStack() as stack:
+            if self.flush == "read":
+                from triton.runtime import driver
+
+                stack.enter_context(mock.patch.object(
+                    driver.active, "clear_cache", lambda cache: cache.sum()))
+            return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
 
 
 def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096,

@@ -83,15 +83,20 @@ class TargetFlavor:
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
         raise NotImplementedError
 
+    #: Final step: columns per program (short runs spread the columns over many
+    #: programs), fp32 values per tile over all partials (tall tiles fold a program's
+    #: workspace rows in one or two load round trips: the step is latency-bound, a few
+    #: MB mostly still in L2), and warps.
+    final_step_columns: ClassVar[int] = 16
+    final_step_tile: ClassVar[int] = 16384
+    final_step_warps: ClassVar[int] = 8
+
     def finalize_block(self, N: int, programs: int, partials: int) -> FinalizeBlock | None:
-        """Tile of the generated final step (None: use the ATen step): 16-column runs so
-        the columns spread over many programs, and tall tiles (16384 fp32 values over the
-        partials) so a program folds all its workspace rows in one or two load round trips
-        (the step is latency-bound: a few MB, mostly still in L2)."""
-        columns = 16 if N >= 16 else next_pow2(N)
-        tile = max(2048, 16384 // max(1, partials))
+        """Tile of the generated final step (None: use the ATen step)."""
+        columns = min(self.final_step_columns, next_pow2(N))
+        tile = max(2048, self.final_step_tile // max(1, partials))
         rows = max(1, min(next_pow2(programs), tile // columns))
-        return FinalizeBlock(columns=columns, rows=rows, num_warps=8)
+        return FinalizeBlock(columns=columns, rows=rows, num_warps=self.final_step_warps)
 
     def finalize_launch_options(self, block: FinalizeBlock) -> dict[str, int]:
         return {"num_warps": block.num_warps, "num_stages": 1}

@@ -1,0 +1,50 @@
+"""The benchmark scripts' CPU-side logic: settings, shapes, bytes, timer options."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+import bench_norm_bwd  # noqa: E402
+import common  # noqa: E402
+
+from inductor_ext.codegen.cuda import CudaFlavor  # noqa: E402
+
+
+@pytest.fixture
+def restore_flavor(monkeypatch):
+    for name in ("final_step_columns", "autotune_on_cpu", "register_budget"):
+        monkeypatch.setattr(CudaFlavor, name, getattr(CudaFlavor, name))
+
+
+def test_setting_parses_each_attribute_type(restore_flavor):
+    bench_norm_bwd.apply_setting("final_step_columns=8;autotune_on_cpu=True;"
+                                 "register_budget=1.5")
+    assert CudaFlavor.final_step_columns == 8
+    assert CudaFlavor.autotune_on_cpu is True
+    assert CudaFlavor.register_budget == 1.5
+    bench_norm_bwd.apply_setting("autotune_on_cpu=False")
+    assert CudaFlavor.autotune_on_cpu is False  # bool("False") would be True
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("no_such_knob=1", "no attribute 'no_such_knob'"),
+    ("autotune_on_cpu=yes", "takes True or False"),
+])
+def test_bad_setting_names_the_problem(restore_flavor, setting, message):
+    with pytest.raises(SystemExit, match=message):
+        bench_norm_bwd.apply_setting(setting)
+
+
+def test_unknown_flush_mode_is_refused():
+    with pytest.raises(ValueError, match="flush must be one of"):
+        common.GraphTimer("none")
+
+
+def test_shapes_and_minimum_bytes():
+    assert common.parse_shapes("32768x4096:bf16,576000x384:fp32") == [
+        (32768, 4096, torch.bfloat16), (576000, 384, torch.float32)]
+    assert common.min_bytes("rms", 4, 8, 2) == 3 * 4 * 8 * 2 + 4 * 4 + 2 * 8 * 2
+    assert common.min_bytes("ln", 4, 8, 2) == 3 * 4 * 8 * 2 + 8 * 4 + 4 * 8 * 2
