@@ -29,6 +29,7 @@ from torch._inductor.scheduler import (
     SchedulerNode,
 )
 from torch._inductor.sizevars import SimplifyIndexing
+from torch._inductor.utils import Placeholder, _type_of, triton_type
 from torch._inductor.virtualized import V
 
 from .logs import log
@@ -92,6 +93,7 @@ __all__ = [
     "EnableReduction",
     "FixedTritonConfig",
     "FusedSchedulerNode",
+    "Placeholder",
     "SIMDKernelFeatures",
     "Scheduler",
     "SchedulerNode",
@@ -101,6 +103,7 @@ __all__ = [
     "WrapperHandler",
     "get_hash_for_files",
     "ir",
+    "triton_type",
 ]
 
 # Inductor config key of upstream's own mix-order reduction; ours turns it off while on.
@@ -323,3 +326,8 @@ def dram_bytes_per_s(device: torch.device) -> float | None:
         return 2.0 * props["mem_clock_rate"] * 1e3 * props["mem_bus_width"] / 8
     except Exception:
         return None
+
+
+def triton_pointer_type(dtype: torch.dtype) -> str:
+    """Triton signature type of a pointer to `dtype`, as Inductor writes it ("*bf16")."""
+    return _type_of(dtype)

@@ -15,18 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._inductor import metrics as inductor_metrics
-from torch._inductor.utils import Placeholder
 
-from ..compat import V
+from ..compat import Placeholder, V, triton_pointer_type, triton_type
 from .combine import COMBINE, TL_REDUCE
 
 if TYPE_CHECKING:
     from .kernel import MixOrderKernelMixin
 
-_TL_DTYPE = {torch.float32: "tl.float32", torch.bfloat16: "tl.bfloat16",
-             torch.float16: "tl.float16", torch.float64: "tl.float64"}
-_PTR_DTYPE = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
-              torch.float64: "*fp64"}
+#: Output dtypes the final step writes (a float result of a float accumulation).
+_OUTPUT_DTYPES = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +43,7 @@ def _output_ok(name: str) -> bool:
     try:
         buf = V.graph.get_buffer(name)
         layout = buf.get_layout()
-        return (buf.get_dtype() in _TL_DTYPE and layout.is_contiguous()
+        return (buf.get_dtype() in _OUTPUT_DTYPES and layout.is_contiguous()
                 and int(layout.offset) == 0)
     except Exception:
         return False
@@ -62,7 +59,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     header = main_src.split("@triton_heuristics.")[0].rstrip()
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
     signature = {"ws_ptr": "*fp32"}
-    signature.update({f"out_ptr{k}": _PTR_DTYPE[d] for k, d in enumerate(out_dtypes)})
+    signature.update({f"out_ptr{k}": triton_pointer_type(d) for k, d in enumerate(out_dtypes)})
     signature.update({"xnumel": "i32", "r0_numel": "i32", "XBLOCK": "constexpr",
                       "R0_BLOCK": "constexpr"})
     aligned = list(range(1, K + 1))
@@ -122,7 +119,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     for part, dtype in zip(kernel.partials, out_dtypes):
         k = part.index
         lines.append(f"    out{k} = {TL_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
-        lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({_TL_DTYPE[dtype]}), xmask)")
+        lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({triton_type(dtype)}), xmask)")
     return "\n".join(lines) + "\n", triton_meta
 
 
