@@ -28,11 +28,19 @@ OURS = ("inductor_ext", "inductor_ext_ascend")
 
 
 def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:
+    """'MxN:dtype,...' with dtype bf16/fp32/fp16 or torch's name (bfloat16, ...)."""
+    names = {**DTYPES, **{str(dt).removeprefix("torch."): dt for dt in DTYPES.values()}}
     out = []
     for item in spec.split(","):
-        shape, dt = item.split(":")
-        M, N = (int(v) for v in shape.split("x"))
-        out.append((M, N, DTYPES[dt]))
+        try:
+            shape, dt = item.split(":")
+            M, N = (int(v) for v in shape.split("x"))
+        except ValueError:
+            raise SystemExit(f"--shapes: {item!r} is not MxN:dtype") from None
+        if dt not in names:
+            raise SystemExit(f"--shapes: unknown dtype {dt!r} in {item!r}; "
+                             f"one of {', '.join(names)}")
+        out.append((M, N, names[dt]))
     return out
 
 

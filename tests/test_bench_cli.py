@@ -46,5 +46,10 @@ def test_unknown_flush_mode_is_refused():
 def test_shapes_and_minimum_bytes():
     assert common.parse_shapes("32768x4096:bf16,576000x384:fp32") == [
         (32768, 4096, torch.bfloat16), (576000, 384, torch.float32)]
+    assert common.parse_shapes("64x128:bfloat16") == [(64, 128, torch.bfloat16)]
+    with pytest.raises(SystemExit, match="unknown dtype 'bf8'"):
+        common.parse_shapes("64x128:bf8")
+    with pytest.raises(SystemExit, match="'64x128' is not MxN:dtype"):
+        common.parse_shapes("64x128")
     assert common.min_bytes("rms", 4, 8, 2) == 3 * 4 * 8 * 2 + 4 * 4 + 2 * 8 * 2
     assert common.min_bytes("ln", 4, 8, 2) == 3 * 4 * 8 * 2 + 8 * 4 + 4 * 8 * 2

@@ -1,5 +1,7 @@
 """Kernel counts, generated-code structure, declines and the disabled path."""
 
+import re
+
 import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
@@ -30,7 +32,9 @@ def test_one_fused_kernel_with_workspace_and_final_sum(plugin):
     assert _triton_kernels(code) == 2
     assert "ws_ptr" in code and "workspace_" in code  # the partial-sum workspace
     assert "_mo_acc0 = tl.full([XBLOCK, R0_BLOCK], 0.0, tl.float32)" in code
-    assert "for xoffset in tl.range(row_start, row_end, XBLOCK):" in code
+    # strided row blocks: block i goes to program i % programs
+    assert "row_start = tl.program_id(0) * XBLOCK" in code
+    assert "for xoffset in tl.range(row_start, row_end, row_step):" in code
     # the final step folds workspace rows [programs, K, N] into the [N] output
     assert "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):" in code
     assert "tl.store(out_ptr0 + xindex, out0.to(tl.float32), xmask)" in code
@@ -315,20 +319,28 @@ def test_fused_kernel_builds_on_the_schedulings_kernel_class():
         kernel_class_for(object)
 
 
+@pytest.mark.parametrize("row_order", ["contiguous", "strided"])
 @pytest.mark.parametrize("M", [64, 67])  # row count a multiple of XBLOCK, and not
-def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M):
+def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M, row_order):
     """The next row block's loads go to `<var>_pf` registers before the current block is
     computed: clamped in bounds when every block is full, masked when the last is not."""
     from inductor_ext.codegen.cuda import CudaFlavor
 
     monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
-    monkeypatch.setattr(CudaFlavor, "min_rows_per_program", 1)
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
+    monkeypatch.setattr(CudaFlavor, "row_order", row_order)
+    monkeypatch.setattr(CudaFlavor, "tile_elems", 512)  # XBLOCK 8: 8-9 blocks, 2 programs
     args = _inputs(M=M, N=40)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert "_pf = tl.load(" in code
+    if row_order == "contiguous":
+        assert "row_step = XBLOCK" in code
+    else:  # block i goes to program i % programs: the step spans every program's block
+        programs = re.search(r"'fixed_grid': \['(\d+)'", code).group(1)
+        assert int(programs) >= 2 and f"row_step = {programs} * XBLOCK" in code
     if M % 8 == 0:
-        assert "xoffset_pf = tl.minimum(xoffset + XBLOCK, xnumel - XBLOCK)" in code
+        assert "xoffset_pf = tl.minimum(xoffset + row_step, xnumel - XBLOCK)" in code
     else:
         assert "xmask_pf = xindex_pf < xnumel" in code
     assert_close(got, rms_backward(*[a.double() for a in args]))
@@ -338,7 +350,7 @@ def test_prefetch_layer_norm_on_a_sliced_input(plugin, monkeypatch):
     from inductor_ext.codegen.cuda import CudaFlavor
 
     monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
-    monkeypatch.setattr(CudaFlavor, "min_rows_per_program", 1)
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
     def sliced_layer_norm(x_full, w, b):
         return layer_norm(x_full[:, 8:56], w, b)  # rows of stride 80, 48 columns read
 

@@ -1,4 +1,4 @@
-"""CUDA flavor (the default): contiguous row chunks per program, a few programs per SM, a
+"""CUDA flavor (the default): strided row blocks over a few programs per SM, a
 bounded set of launch configs timed by Inductor's autotuner, and a bytes-based
 profitability model from the device's bandwidth, L2 size and SM count."""
 
@@ -62,12 +62,10 @@ class CudaFlavor(TargetFlavor):
     #: Resident programs per SM at most (the workspace has one row per program).
     programs_per_sm = 4
     #: Workspace bytes written may cost at most this share of the kernel's own bytes;
-    #: fewer programs per SM are used when they would (large N, few rows).
+    #: fewer programs per SM are used when they would (large N, few rows). Few rows per
+    #: program are not compensated with more programs: with strided rows and double
+    #: buffering, 132 programs of 31 rows beat 528 of 8 at 4096x4096 (bench/NOTES.md).
     max_workspace_share = 0.02
-    #: Below this many rows per program, more programs are worth more workspace...
-    min_rows_per_program = 32
-    #: ...up to this share of the kernel's bytes (4096x4096 bf16: 528 programs, not 132).
-    max_latency_workspace_share = 0.1
     #: Tile elements per warp for the middle num_warps choice.
     elems_per_warp = 512
     #: Warps per SM the configs may fill when every program is resident (64 regs/thread).
@@ -85,14 +83,19 @@ class CudaFlavor(TargetFlavor):
     autotune_on_cpu = False
     #: One dependent DRAM load round trip under load (H100: about a microsecond).
     load_round_trip_s = 1e-6
-    #: Rows (padded) whose loads are double-buffered in registers: longer rows already fill
-    #: the register file with one block; shorter ones already load many rows per block.
-    prefetch_min_n = 1024
-    prefetch_max_n = 4096
+    #: Rows (padded) whose loads are double-buffered in registers: past 8192 a second row
+    #: block no longer fits beside the partials; 128 is the shortest row measured.
+    prefetch_min_n = 128
+    prefetch_max_n = 8192
+    #: ...in programs that own at least this many rows.
+    prefetch_min_rows = 16
     #: Live bytes of one persistent row (see `fits`) allowed per SM register file.
     register_budget = 1.125
     #: Fixed cost of the extra launch of the final step, in seconds.
     finalize_launch_s = 3e-6
+    #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
+    #: program i % programs, so the programs' loads advance through memory side by side.
+    row_order = "strided"
 
     def persistent_fits(self, shape: ShapeInfo) -> bool:
         """A persistent row keeps, per row element, the fp32 accumulators and the upcast
@@ -102,7 +105,7 @@ class CudaFlavor(TargetFlavor):
         live = next_pow2(shape.N) * (4 * shape.num_columns + 2 * shape.row_elem_bytes)
         return live <= self.register_budget * _register_file_bytes(shape.device)
 
-    def programs_for(self, shape: ShapeInfo, block_m: int, column_tiled: bool = False) -> int:
+    def programs_for(self, shape: ShapeInfo, block_m: int) -> int:
         """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
         `max_workspace_share` of the bytes the kernel moves anyway."""
         sms = _sm_count(shape.device)
@@ -111,13 +114,6 @@ class CudaFlavor(TargetFlavor):
         while per_sm > 1 and sms * per_sm * per_program > (self.max_workspace_share
                                                            * shape.total_bytes):
             per_sm //= 2
-        # Few rows per program leave each program too few iterations to hide a load round
-        # trip: trade workspace (up to `max_latency_workspace_share`) for more programs.
-        while (not column_tiled and per_sm < self.programs_per_sm
-               and shape.M_hint < self.min_rows_per_program * sms * per_sm
-               and sms * per_sm * 2 * per_program <= (self.max_latency_workspace_share
-                                                      * shape.total_bytes)):
-            per_sm *= 2
         blocks = -(-shape.M_hint // block_m)
         if not shape.M_static:
             return sms * per_sm
@@ -154,7 +150,7 @@ class CudaFlavor(TargetFlavor):
         elif register_tiles:
             programs = self.register_tiled_programs(shape)
         else:
-            programs = self.programs_for(shape, block_m, column_tiled)
+            programs = self.programs_for(shape, block_m)
         sms = _sm_count(shape.device)
         max_warps = max(2, min(32, self.max_warps_per_sm * sms // max(1, programs)))
         if register_tiles:
@@ -172,7 +168,7 @@ class CudaFlavor(TargetFlavor):
                 configs = self.candidate_configs(block_m, r0_block, max_warps)
         return LaunchPlan(target=self.name, programs=programs, block_m=block_m,
                           r0_block=r0_block, num_warps=num_warps, num_stages=1,
-                          row_loop="contiguous", column_tiled=column_tiled,
+                          row_loop=self.row_order, column_tiled=column_tiled,
                           register_tiles=register_tiles, configs=configs,
                           prefetch=self.use_prefetch(shape, r0_block, programs, column_tiled))
 
@@ -197,11 +193,11 @@ class CudaFlavor(TargetFlavor):
 
     def use_prefetch(self, shape: ShapeInfo, r0_block: int, programs: int,
                      column_tiled: bool) -> bool:
-        """Double-buffer the loads for mid-length rows with enough iterations per program.
-        Measured on H100 (bench/NOTES.md): +6% LayerNorm 32768x4096, +2% at N=1024, but -8%
-        at 4096x4096 (8 rows per program) and -3% at N=128 (the tile is already many rows)."""
+        """Double-buffer the loads of persistent rows when a program has enough iterations.
+        Measured on H100 with strided rows (bench/NOTES.md): LayerNorm 16384x8192 -13%,
+        N=128 -4..6%, 4096x4096 (31 rows per program) -3..12%."""
         return (not column_tiled and self.prefetch_min_n <= r0_block <= self.prefetch_max_n
-                and shape.M_hint >= self.min_rows_per_program * programs)
+                and shape.M_hint >= self.prefetch_min_rows * programs)
 
     def candidate_configs(self, block_m: int, r0_block: int,
                           max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:
@@ -253,15 +249,19 @@ class CudaFlavor(TargetFlavor):
 
     def loop_header(self, plan: LaunchPlan) -> list[str]:
         P = plan.programs
+        if plan.row_loop == "strided":
+            return ["row_start = tl.program_id(0) * XBLOCK", "row_end = xnumel",
+                    f"row_step = {P} * XBLOCK"]
         return [
             "row_blocks = (xnumel + XBLOCK - 1) // XBLOCK",
             f"rows_per_program = ((row_blocks + {P - 1}) // {P}) * XBLOCK",
             "row_start = tl.program_id(0) * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, xnumel)",
+            "row_step = XBLOCK",
         ]
 
     def loop_statement(self, plan: LaunchPlan) -> str:
-        return "for xoffset in tl.range(row_start, row_end, XBLOCK):"
+        return "for xoffset in tl.range(row_start, row_end, row_step):"
 
 
 register(CudaFlavor())

@@ -103,7 +103,8 @@ class TargetFlavor:
 
     # Hooks the kernel asks while writing the row loop.
     def loop_header(self, plan: LaunchPlan) -> list[str]:
-        """Lines before the row loop; must define row_start, row_end (, row_step)."""
+        """Lines before the row loop; they define row_step (a prefetching loop loads the
+        next block at xoffset + row_step) and whatever loop_statement reads."""
         raise NotImplementedError
 
     def loop_statement(self, plan: LaunchPlan) -> str:

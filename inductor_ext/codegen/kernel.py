@@ -258,7 +258,7 @@ class MixOrderKernelMixin:
 
         for line in prefetch.other_loads:
             body.writeline(line)
-        nxt = "xoffset + XBLOCK"
+        nxt = "xoffset + row_step"
         if self._has_constant_mask(self.range_trees[0]):
             nxt = f"tl.minimum({nxt}, xnumel - XBLOCK)"
         body.writeline(f"xoffset_pf = {nxt}")
