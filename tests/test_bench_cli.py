@@ -20,9 +20,9 @@ def restore_flavor(monkeypatch):
 
 
 def test_setting_parses_each_attribute_type(restore_flavor):
-    bench_norm_bwd.apply_setting("final_step_columns=8;autotune_on_cpu=True;"
+    bench_norm_bwd.apply_setting("final_step_columns=32;autotune_on_cpu=True;"
                                  "register_budget=1.5")
-    assert CudaFlavor.final_step_columns == 8
+    assert CudaFlavor.final_step_columns == 32
     assert CudaFlavor.autotune_on_cpu is True
     assert CudaFlavor.register_budget == 1.5
     bench_norm_bwd.apply_setting("autotune_on_cpu=False")

@@ -1,12 +1,18 @@
 """Kernel counts, generated-code structure, declines and the disabled path."""
 
+import contextlib
+import os
 import re
+import types
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
+from inductor_ext.codegen.flavor import ShapeInfo
 from inductor_ext.testing.reference import (
     assert_close,
     autograd_grads,
@@ -402,3 +408,256 @@ def test_cast_is_not_absorbed_when_the_fp32_result_has_other_users(plugin):
     assert "out0.to(tl.float32)" in code
     assert "triton_poi" in code  # the cast, still its own kernel
     assert_close(got, [r.double() for r in fn(a.double(), b.double())])
+
+
+# -- L2 prefetch of row blocks ahead (Hopper's cp.async.bulk.prefetch.L2) -------------------
+_L2_HINT = re.compile(
+    r"tl\.inline_asm_elementwise\('[^']*cp\.async\.bulk\.prefetch\.L2\.global[^']*', "
+    r"\"=r,l,r\", \[(in_ptr\d+) \+ \((\d+) \* xoffset_l2(?: \+ (\d+))?\), "
+    r"xrows_l2 \* (\d+)(?: - (\d+))?\], dtype=tl\.int32, is_pure=False, pack=1\)")
+
+
+def _l2_hints(fused: str) -> list[tuple[str, int, int, int, int]]:
+    """(pointer, row stride, offset, bytes per row, gap) of each L2 hint, in source order."""
+    hints = [(p, int(s), int(o or 0), int(b), int(g or 0)) for p, s, o, b, g in
+             _L2_HINT.findall(fused)]
+    assert len(hints) == fused.count("cp.async.bulk.prefetch.L2.global")  # all well formed
+    return hints
+
+
+def _row_loaded_pointers(fused: str, stride: int) -> set[str]:
+    """The pointers loaded at `r0 + stride * x` (the [M, N] inputs)."""
+    return set(re.findall(rf"tl\.load\((in_ptr\d+) \+ \([\d +]*r0_1 \+ {stride}\*x0\)", fused))
+
+
+@pytest.mark.parametrize("distance", [1, 2])
+def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
+    """Register tiles are not double-buffered: each iteration hints the row block
+    `distance` steps ahead of x and dy into L2 (not the [M, 1] rstd nor the [N] weight),
+    before the tiles' loads; the interpreter runs the hint as a no-op."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", distance)
+    args = _inputs(M=64, N=40)
+    with _register_tiled(monkeypatch):
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert f"'prefetch': False, 'l2_prefetch': {distance}" in code
+    fused = _fused_kernel_source(code)
+    ahead = (f"xoffset_l2 = tl.maximum(tl.minimum(xoffset + {distance} * row_step, "
+             "xnumel - XBLOCK), 0)")
+    assert fused.count(ahead) == 1
+    assert fused.count("xrows_l2 = tl.minimum(xnumel - xoffset_l2, XBLOCK)") == 1
+    hints = _l2_hints(fused)
+    assert len(hints) == 2  # x and dy
+    assert [h[1:] for h in hints] == [(40, 0, 160, 0)] * 2  # 40 fp32 columns, whole rows
+    pointers = {h[0] for h in hints}
+    assert len(pointers) == 2 and pointers == _row_loaded_pointers(fused, 40)
+    # inside the row loop, at its indentation, before the first column tile's loads
+    lines = fused.splitlines()
+    loop = next(i for i, line in enumerate(lines) if "for xoffset in" in line)
+    hint = next(i for i, line in enumerate(lines) if "xoffset_l2 = " in line)
+    tile0 = next(i for i, line in enumerate(lines) if "r0_offset = 0 * R0_BLOCK" in line)
+    first_load = next(i for i, line in enumerate(lines) if i > loop and "tl.load(" in line)
+    indent = lines[loop + 1][:len(lines[loop + 1]) - len(lines[loop + 1].lstrip())]
+    assert lines[hint].startswith(indent) and not lines[hint].startswith(indent + " ")
+    assert loop < hint < first_load < tile0
+    assert max(i for i, line in enumerate(lines) if "cp.async.bulk" in line) < first_load
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def _double_buffered(monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
+    monkeypatch.setattr(CudaFlavor, "tile_elems", 512)  # XBLOCK 8: 8 blocks, 2 programs
+
+
+def test_no_l2_prefetch_when_the_row_loads_are_double_buffered(plugin, monkeypatch):
+    """The next block already sits in `_pf` registers: no L2 hint on top."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    _double_buffered(monkeypatch)
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    args = _inputs(M=64, N=40)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "_pf = tl.load(" in code and "'prefetch': True, 'l2_prefetch': 0" in code
+    assert "xoffset_l2" not in code and "cp.async.bulk" not in code
+    assert "inline_asm" not in code
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_l2_prefetch_in_persistent_loop_without_double_buffering(plugin, monkeypatch):
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    _double_buffered(monkeypatch)
+    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 4096)  # above R0_BLOCK: off
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    args = _inputs(M=64, N=40)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "'column_tiled': False" in code and "'prefetch': False, 'l2_prefetch': 1" in code
+    fused = _fused_kernel_source(code)
+    assert "_pf = tl.load(" not in fused
+    assert fused.count("xoffset_l2 = tl.maximum(tl.minimum(xoffset + 1 * row_step, "
+                       "xnumel - XBLOCK), 0)") == 1
+    hints = _l2_hints(fused)
+    assert len(hints) == 2 and {h[0] for h in hints} == _row_loaded_pointers(fused, 40)
+    assert [h[1:] for h in hints] == [(40, 0, 160, 0)] * 2
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+@pytest.mark.parametrize("register_tiles", [False, True])
+def test_no_l2_prefetch_on_cpu_by_default(plugin, monkeypatch, register_tiles):
+    args = _inputs(M=64, N=40)
+    with _register_tiled(monkeypatch) if register_tiles else contextlib.nullcontext():
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "'prefetch': False, 'l2_prefetch': 0" in code  # a loop the hint would suit
+    assert "xoffset_l2" not in code and "inline_asm" not in code
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+@pytest.mark.parametrize("first_column,sliced_in", [(0, "graph"), (8, "graph"), (8, "input")])
+def test_l2_prefetch_of_a_sliced_input_ends_at_the_last_row(plugin, monkeypatch,
+                                                            first_column, sliced_in):
+    """x = big[:, c:c + 40] of a [64, 48] tensor: rows 192 bytes apart. The hint starts at
+    the block's first element and stops after its last row's 40th column, not at the end
+    of the gap after it. Sliced in the graph, c is an offset of the index; sliced before,
+    the input pointer already starts c columns in."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    N, stride = 40, 48
+    big = torch.randn(64, stride)
+    _, w, dy, rstd = _inputs(M=64, N=N)
+    if sliced_in == "graph":
+        def fn(big, w, dy, rstd):
+            return rms_backward(big[:, first_column:first_column + N], w, dy, rstd)
+        args, offset = (big, w, dy, rstd), first_column
+    else:
+        fn, args, offset = rms_backward, (big[:, first_column:first_column + N], w, dy, rstd), 0
+    got, (code,) = run_and_get_code(torch.compile(fn), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    fused = _fused_kernel_source(code)
+    hints = {h[0]: h[1:] for h in _l2_hints(fused)}
+    (x_ptr,) = _row_loaded_pointers(fused, stride)
+    (dy_ptr,) = _row_loaded_pointers(fused, N)
+    assert hints == {x_ptr: (stride, offset, stride * 4, (stride - N) * 4),
+                     dy_ptr: (N, 0, N * 4, 0)}
+    start = f"{stride} * xoffset_l2" + (f" + {offset}" if offset else "")
+    assert f"[{x_ptr} + ({start}), xrows_l2 * 192 - 32]" in fused
+    assert_close(got, fn(*[a.double() for a in args]))
+
+
+@triton.jit
+def _inline_asm_kernel(x_ptr, out_ptr, ASM: tl.constexpr):
+    offsets = tl.arange(0, 16)
+    x = tl.load(x_ptr + offsets)
+    tl.inline_asm_elementwise(ASM, "=r,l,r", [x_ptr + offsets, offsets], dtype=tl.int32,
+                              is_pure=False, pack=1)
+    tl.store(out_ptr + offsets, x + 1)
+
+
+def test_interpreter_runs_the_l2_hint_as_a_no_op_and_no_other_asm():
+    from triton.runtime.errors import InterpreterError
+
+    from inductor_ext.codegen.cuda import CudaFlavor
+    from inductor_ext.testing import cpu_interpret
+
+    x, out = torch.arange(16, dtype=torch.float32), torch.zeros(16)
+    with cpu_interpret():
+        _inline_asm_kernel[(1,)](x, out, ASM=CudaFlavor.L2_PREFETCH_ASM)
+        assert torch.equal(out, x + 1)
+        with pytest.raises(InterpreterError, match="inline_asm not supported") as err:
+            _inline_asm_kernel[(1,)](x, out, ASM="mov.u32 $0, 0;")
+        assert isinstance(err.value.__cause__, NotImplementedError)
+    # the patch ends with the context: the hint is unsupported again
+    with pytest.raises(InterpreterError, match="inline_asm not supported"):
+        _inline_asm_kernel[(1,)](x, out, ASM=CudaFlavor.L2_PREFETCH_ASM)
+
+
+_COMPILE_FOR_SM = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+sys.path.insert(0, sys.argv[1])
+from l2_hint_kernel import l2_hint_kernel
+src = ASTSource(fn=l2_hint_kernel, constexprs={"BLOCK": 1024},
+                signature={"x_ptr": "*bf16", "y_ptr": "*bf16", "n": "i32", "BLOCK": "constexpr"})
+try:
+    c = triton.compile(src, target=GPUTarget("cuda", int(sys.argv[2]), 32))
+except Exception as e:
+    print(json.dumps({"error": str(e)}))
+else:
+    print(json.dumps({"ptx": c.asm["ptx"], "cubin_bytes": len(c.asm["cubin"])}))
+"""
+
+
+def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path):
+    """Triton's bundled ptxas (no GPU needed) takes the hint for sm_90 and rejects it for
+    sm_80, so the asm string is checked, not just passed through."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    hint = CudaFlavor().l2_prefetch_statement("x_ptr + off", "nbytes")
+    (tmp_path / "l2_hint_kernel.py").write_text(textwrap.dedent(f"""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def l2_hint_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            off = tl.program_id(0) * BLOCK
+            nbytes = tl.minimum(n - off, BLOCK) * 2
+            {hint}
+            idx = off + tl.arange(0, BLOCK)
+            tl.store(y_ptr + idx, tl.load(x_ptr + idx, idx < n), idx < n)
+    """))
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+
+    def compile_for(sm: int) -> dict:
+        res = subprocess.run([sys.executable, "-c", _COMPILE_FOR_SM, str(tmp_path), str(sm)],
+                             env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    hopper = compile_for(90)
+    assert "error" not in hopper, hopper.get("error")
+    assert "@p cp.async.bulk.prefetch.L2.global [a], n;" in hopper["ptx"]
+    assert hopper["cubin_bytes"] > 0
+    ampere = compile_for(80)
+    assert "cp.async.bulk.prefetch" in ampere.get("error", "")
+    assert "sm_90" in ampere["error"]
+
+
+def _shape(device: str) -> ShapeInfo:
+    return ShapeInfo(M_hint=4096, M_static=True, N=4096, num_columns=1, elem_bytes=2,
+                     shared_bytes=1 << 25, total_bytes=1 << 26, unfused_bytes=1 << 27,
+                     row_elem_bytes=6, device=torch.device(device))
+
+
+def test_l2_prefetch_distance_by_device(monkeypatch):
+    from inductor_ext import compat
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    flavor = CudaFlavor()
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", 2)
+    monkeypatch.setattr(compat, "device_properties",
+                        lambda device: types.SimpleNamespace(major=device.index or 0))
+    assert flavor.l2_prefetch_for(_shape("cuda:9")) == 2  # Hopper and later
+    assert flavor.l2_prefetch_for(_shape("cuda:8")) == 0  # no bulk prefetch before sm_90
+    assert flavor.l2_prefetch_for(_shape("meta")) == 0
+    assert flavor.l2_prefetch_for(_shape("cpu")) == 0  # l2_prefetch_on_cpu off
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    assert flavor.l2_prefetch_for(_shape("cpu")) == 2
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", 0)
+    assert flavor.l2_prefetch_for(_shape("cpu")) == 0
+    assert flavor.l2_prefetch_for(_shape("cuda:9")) == 0

@@ -96,6 +96,21 @@ class CudaFlavor(TargetFlavor):
     #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
     #: program i % programs, so the programs' loads advance through memory side by side.
     row_order = "strided"
+    #: Row blocks ahead that each iteration hints into L2 with one bulk prefetch per [M, N]
+    #: input (Hopper's `cp.async.bulk.prefetch.L2`, issued by one thread); 0: none. Only in
+    #: loops whose loads are not double-buffered in registers: the hint holds no
+    #: registers, so it reaches rows with no room for a second block (bench/NOTES.md).
+    l2_prefetch_distance = 1
+    #: Off on CPU (no L2 to hint; the interpreter runs the hint as a no-op): tests turn it
+    #: on to read the generated source and run the kernel that carries it.
+    l2_prefetch_on_cpu = False
+
+    #: One thread of the program prefetches [$1, $1 + $2) into L2, start and size rounded
+    #: down to the 16 bytes the instruction needs (so the range never passes the block).
+    L2_PREFETCH_ASM = (
+        "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a; mov.u32 t, %tid.x; "
+        "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
+        "@p cp.async.bulk.prefetch.L2.global [a], n; mov.u32 $0, 0; }")
 
     def persistent_fits(self, shape: ShapeInfo) -> bool:
         """A persistent row keeps, per row element, the fp32 accumulators and the upcast
@@ -159,6 +174,7 @@ class CudaFlavor(TargetFlavor):
             num_warps = max_warps
         else:
             num_warps = max(2, min(max_warps, block_m * r0_block // self.elems_per_warp))
+        prefetch = self.use_prefetch(shape, r0_block, programs, column_tiled)
         configs: tuple[tuple[tuple[str, int], ...], ...] = ()
         if ((not column_tiled or register_tiles)
                 and (shape.device.type != "cpu" or self.autotune_on_cpu)):
@@ -170,7 +186,8 @@ class CudaFlavor(TargetFlavor):
                           r0_block=r0_block, num_warps=num_warps, num_stages=1,
                           row_loop=self.row_order, column_tiled=column_tiled,
                           register_tiles=register_tiles, configs=configs,
-                          prefetch=self.use_prefetch(shape, r0_block, programs, column_tiled))
+                          prefetch=prefetch,
+                          l2_prefetch=0 if prefetch else self.l2_prefetch_for(shape))
 
     def register_partials_budget(self, shape: ShapeInfo) -> float:
         return self.register_partials_share * _register_file_bytes(shape.device)
@@ -198,6 +215,25 @@ class CudaFlavor(TargetFlavor):
         N=128 -4..6%, 4096x4096 (31 rows per program) -3..12%."""
         return (not column_tiled and self.prefetch_min_n <= r0_block <= self.prefetch_max_n
                 and shape.M_hint >= self.prefetch_min_rows * programs)
+
+    def l2_prefetch_for(self, shape: ShapeInfo) -> int:
+        """Row blocks ahead for the L2 hint: the bulk prefetch exists from sm_90 (Hopper)
+        on, and the interpreter runs no PTX."""
+        if self.l2_prefetch_distance <= 0:
+            return 0
+        if shape.device.type == "cpu":
+            return self.l2_prefetch_distance if self.l2_prefetch_on_cpu else 0
+        if shape.device.type != "cuda" or torch.version.hip:
+            return 0
+        try:
+            major = compat.device_properties(shape.device).major or 0
+        except Exception:
+            return 0
+        return self.l2_prefetch_distance if major >= 9 else 0
+
+    def l2_prefetch_statement(self, pointer: str, nbytes: str) -> str:
+        return (f"tl.inline_asm_elementwise({self.L2_PREFETCH_ASM!r}, \"=r,l,r\", "
+                f"[{pointer}, {nbytes}], dtype=tl.int32, is_pure=False, pack=1)")
 
     def candidate_configs(self, block_m: int, r0_block: int,
                           max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:

@@ -41,6 +41,9 @@ class LaunchPlan:
     #: Load the next row block into fresh registers while the current one is computed
     #: (register double buffering; the loop's loads were not pipelined by Triton).
     prefetch: bool = False
+    #: >0: each iteration hints the row block this many steps ahead into L2 (no registers
+    #: held), for every [M, N] input with contiguous rows; 0: no hint.
+    l2_prefetch: int = 0
 
     def rows_per_program(self, M: int) -> int:
         blocks = -(-M // self.block_m)
@@ -102,6 +105,11 @@ class TargetFlavor:
         return {"num_warps": block.num_warps, "num_stages": 1}
 
     # Hooks the kernel asks while writing the row loop.
+    def l2_prefetch_statement(self, pointer: str, nbytes: str) -> str:
+        """A statement hinting bytes [pointer, pointer + nbytes) into the L2 cache; only
+        asked when the flavor's plan set `l2_prefetch`."""
+        raise NotImplementedError
+
     def loop_header(self, plan: LaunchPlan) -> list[str]:
         """Lines before the row loop; they define row_step (a prefetching loop loads the
         next block at xoffset + row_step) and whatever loop_statement reads."""

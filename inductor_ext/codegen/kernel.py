@@ -73,6 +73,8 @@ class MixOrderKernelMixin:
         self.num_partials = 0
         #: Writes the generated final step's launch; None keeps the ATen step.
         self.finalize_launch: Any = None
+        #: [M, N] buffer -> its load index, for the L2 prefetch of row blocks ahead.
+        self._l2_row_loads: dict[str, sympy.Expr] = {}
 
     @property
     def column_tiled(self) -> bool:
@@ -82,6 +84,11 @@ class MixOrderKernelMixin:
     def register_tiles(self) -> int:
         """Static column tiles with partials in registers (0: looped, workspace adds)."""
         return self.plan.register_tiles
+
+    def load(self, name: str, index: sympy.Expr) -> Any:
+        if self.plan.l2_prefetch:
+            self._l2_row_loads.setdefault(name, index)
+        return super().load(name, index)
 
     # -- the row axis lives in our loop ------------------------------------------------
     def want_no_x_dim(self) -> bool:
@@ -196,6 +203,7 @@ class MixOrderKernelMixin:
         body.writeline(self.flavor.loop_statement(plan))
         with body.indent():
             self._write_row_block_indices(body)
+            self._write_l2_prefetch(body)
             body.splice(self.indexing_code)
             if prefetch is None:
                 body.splice(self.loads)
@@ -274,6 +282,46 @@ class MixOrderKernelMixin:
             rhs = line.split("=", 1)[1]
             body.writeline(f"{var}_pf ={rename(rhs)}")
 
+    # -- L2 prefetch of row blocks ahead (Hopper) ---------------------------------------
+    def _write_l2_prefetch(self, body: Any) -> None:
+        """Hint the row block `plan.l2_prefetch` steps ahead into L2: one bulk prefetch per
+        [M, N] input whose rows are contiguous runs (index = stride * row + column + c)."""
+        spans = [span for name, index in self._l2_row_loads.items()
+                 if (span := self._row_span(name, index)) is not None]
+        if not spans:
+            return
+        ahead = f"xoffset + {self.plan.l2_prefetch} * row_step"
+        body.writeline(f"xoffset_l2 = tl.maximum(tl.minimum({ahead}, xnumel - XBLOCK), 0)")
+        body.writeline("xrows_l2 = tl.minimum(xnumel - xoffset_l2, XBLOCK)")
+        for pointer, stride, offset, (elem, gap) in spans:
+            start = f"{pointer} + ({stride} * xoffset_l2{f' + {offset}' if offset else ''})"
+            nbytes = f"xrows_l2 * {stride * elem}{f' - {gap}' if gap else ''}"
+            body.writeline(self.flavor.l2_prefetch_statement(start, nbytes))
+
+    def _row_span(self, name: str, index: sympy.Expr
+                  ) -> tuple[str, int, int, tuple[int, int]] | None:
+        """(pointer, row stride, offset, (element bytes, bytes after the last row's end))
+        when `index` is `stride * x + r0 + offset` over whole rows; else None."""
+        axes: dict[str, sympy.Symbol] = {}
+        for sym in index.free_symbols:
+            entry = self.range_tree_nodes.get(sym)
+            if entry is None or entry.divisor != 1 or entry.length != entry.parent.numel:
+                return None
+            axes[entry.parent.prefix] = sym
+        if set(axes) != {"x", "r0_"}:
+            return None
+        x, r0 = axes["x"], axes["r0_"]
+        expanded = sympy.expand(index)
+        stride, offset = expanded.coeff(x, 1), expanded.subs({x: 0, r0: 0})
+        width = self.range_trees[1].numel
+        if not all(isinstance(v, sympy.Integer) for v in (stride, offset, width)):
+            return None
+        if sympy.expand(expanded - stride * x - r0 - offset) != 0 or stride < width:
+            return None
+        elem = V.graph.get_dtype(name).itemsize
+        return (self.args.input(name), int(stride), int(offset),
+                (elem, int(stride - width) * elem))
+
     def _wrap_row_loop(self) -> None:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
         self._wrapped = True
@@ -293,6 +341,7 @@ class MixOrderKernelMixin:
         body.writeline(self.flavor.loop_statement(self.plan))
         with body.indent():
             self._write_row_block_indices(body)
+            self._write_l2_prefetch(body)
             body.splice(inner)
         if tiles:
             self._write_tile_partials(body, tiles)

@@ -32,6 +32,33 @@ class _InterpreterLibdevice:
         return getattr(self._original, name)
 
 
+class _HintResults:
+    """Results of an inline-asm cache hint run by the interpreter: zeros of the output."""
+
+    def __init__(self, values: list[Any], types: list[Any]) -> None:
+        import numpy as np
+        from triton.runtime.interpreter import TensorHandle
+
+        shape = np.broadcast_shapes(*(v.data.shape for v in values)) if values else (1,)
+        self._results = [TensorHandle(np.zeros(shape, dtype=np.int32), t.scalar
+                                      if hasattr(t, "scalar") else t) for t in types]
+
+    def get_result(self, i: int) -> Any:
+        return self._results[i]
+
+
+def _inline_asm_hints_as_no_ops(original: Any) -> Any:
+    """The interpreter runs no PTX. A prefetch (a cache hint, no effect on values) becomes
+    a no-op there so kernels that carry one still run; any other inline asm still fails."""
+    def create_inline_asm(self: Any, asm: str, constraints: str, values: list[Any],
+                          types: Any, is_pure: bool, pack: int) -> Any:
+        if "prefetch" in asm and not is_pure:
+            return _HintResults(values, types if isinstance(types, list) else [types])
+        return original(self, asm, constraints, values, types, is_pure, pack)
+
+    return create_inline_asm
+
+
 def _set_interpret_flag(on: bool) -> None:
     os.environ["TRITON_INTERPRET"] = "1" if on else "0"
     try:
@@ -68,6 +95,7 @@ def cpu_interpret() -> Iterator[None]:
     import torch._inductor.config as inductor_config
     import torch.utils._triton as torch_triton
     from torch._inductor.runtime import triton_helpers
+    from triton.runtime.interpreter import InterpreterBuilder
 
     try:
         from torch._inductor.runtime import triton_compat
@@ -80,6 +108,8 @@ def cpu_interpret() -> Iterator[None]:
         mock.patch.object(torch_triton, "triton_hash_with_backend",
                           lambda: _INTERPRET_HASH),
         mock.patch.object(triton_helpers, "libdevice", libdevice),
+        mock.patch.object(InterpreterBuilder, "create_inline_asm",
+                          _inline_asm_hints_as_no_ops(InterpreterBuilder.create_inline_asm)),
     ]
     if triton_compat is not None and hasattr(triton_compat, "libdevice"):
         patches.append(mock.patch.object(triton_compat, "libdevice", libdevice))
