@@ -45,6 +45,12 @@ class LaunchPlan:
     #: held), for every [M, N] input with contiguous rows; 0: no hint.
     l2_prefetch: int = 0
 
+    @property
+    def looped_column_tiles(self) -> bool:
+        """Column tiles walked by a run-time loop: partials are added into a zeroed
+        workspace per tile, so only sums, and no timing runs of alternative configs."""
+        return self.column_tiled and not self.register_tiles
+
     def rows_per_program(self, M: int) -> int:
         blocks = -(-M // self.block_m)
         return -(-blocks // self.programs) * self.block_m

@@ -45,6 +45,17 @@ class _Prefetch:
     index_names: list[str]  # row-block index variables, renamed `<name>_pf` for the next
 
 
+@dataclasses.dataclass(frozen=True)
+class _RowSpan:
+    """An [M, N] input's rows in memory, for the L2 hint of a row block ahead."""
+
+    pointer: str  # kernel argument
+    stride: int  # elements from one row to the next
+    offset: int  # elements before the first row's first column
+    stride_bytes: int
+    gap_bytes: int  # bytes after a row's last column up to the next row
+
+
 @dataclasses.dataclass
 class PartialAccumulator:
     """One column reduction's accumulator inside the fused kernel."""
@@ -73,7 +84,7 @@ class MixOrderKernelMixin:
         self.num_partials = 0
         #: Writes the generated final step's launch; None keeps the ATen step.
         self.finalize_launch: Any = None
-        #: [M, N] buffer -> its load index, for the L2 prefetch of row blocks ahead.
+        #: Buffer -> its load index; `_row_span` keeps the [M, N] ones for the L2 hint.
         self._l2_row_loads: dict[str, sympy.Expr] = {}
 
     @property
@@ -293,15 +304,16 @@ class MixOrderKernelMixin:
         ahead = f"xoffset + {self.plan.l2_prefetch} * row_step"
         body.writeline(f"xoffset_l2 = tl.maximum(tl.minimum({ahead}, xnumel - XBLOCK), 0)")
         body.writeline("xrows_l2 = tl.minimum(xnumel - xoffset_l2, XBLOCK)")
-        for pointer, stride, offset, (elem, gap) in spans:
-            start = f"{pointer} + ({stride} * xoffset_l2{f' + {offset}' if offset else ''})"
-            nbytes = f"xrows_l2 * {stride * elem}{f' - {gap}' if gap else ''}"
+        for span in spans:
+            offset = f" + {span.offset}" if span.offset else ""
+            gap = f" - {span.gap_bytes}" if span.gap_bytes else ""
+            start = f"{span.pointer} + ({span.stride} * xoffset_l2{offset})"
+            nbytes = f"xrows_l2 * {span.stride_bytes}{gap}"
             body.writeline(self.flavor.l2_prefetch_statement(start, nbytes))
 
-    def _row_span(self, name: str, index: sympy.Expr
-                  ) -> tuple[str, int, int, tuple[int, int]] | None:
-        """(pointer, row stride, offset, (element bytes, bytes after the last row's end))
-        when `index` is `stride * x + r0 + offset` over whole rows; else None."""
+    def _row_span(self, name: str, index: sympy.Expr) -> _RowSpan | None:
+        """Where `name`'s rows lie when `index` is `stride * x + r0 + offset` over whole
+        rows; else None (no hint for that load)."""
         axes: dict[str, sympy.Symbol] = {}
         for sym in index.free_symbols:
             entry = self.range_tree_nodes.get(sym)
@@ -319,8 +331,8 @@ class MixOrderKernelMixin:
         if sympy.expand(expanded - stride * x - r0 - offset) != 0 or stride < width:
             return None
         elem = V.graph.get_dtype(name).itemsize
-        return (self.args.input(name), int(stride), int(offset),
-                (elem, int(stride - width) * elem))
+        return _RowSpan(pointer=self.args.input(name), stride=int(stride), offset=int(offset),
+                        stride_bytes=int(stride) * elem, gap_bytes=int(stride - width) * elem)
 
     def _wrap_row_loop(self) -> None:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
@@ -539,7 +551,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     N = int(node.N)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     inner_name, outer_name, offset = kernel.args.workspace(
-        sympy.Integer(plan.programs * K * N), plan.column_tiled and not plan.register_tiles,
+        sympy.Integer(plan.programs * K * N), plan.looped_column_tiles,
         dtype=torch.float32)
     kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
 

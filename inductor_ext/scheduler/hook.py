@@ -109,7 +109,7 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if not ok:
         return None, shape, "not_persistent", why
     plan = flavor.plan(shape, ext_config.split_size)
-    if (plan.column_tiled and not plan.register_tiles
+    if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
     if not ext_config.always_fuse:
