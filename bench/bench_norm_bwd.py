@@ -102,7 +102,7 @@ def run_variant(timer: GraphTimer, op: str, variant: str, fn, inputs, dy, ref,
                                          if variant in OURS else 0))}
     row["us"] = timer.time_us(graph) if ok else math.nan
     if BREAKDOWN and ok and variant in BREAKDOWN:
-        print_breakdown(graph, f"{op} {tuple(inputs[0].shape)} {variant}")
+        print_breakdown(graph, f"{op} {tuple(inputs[0].shape)} {variant}", timer)
     holder.clear()
     return row
 
@@ -110,16 +110,21 @@ def run_variant(timer: GraphTimer, op: str, variant: str, fn, inputs, dy, ref,
 BREAKDOWN: set[str] = set()
 
 
-def print_breakdown(graph, title: str, replays: int = 5) -> None:
-    """Device time per kernel inside the timed graph (torch.profiler over a few replays)."""
+def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> None:
+    """Device time per kernel inside the timed graph (torch.profiler over a few replays,
+    each after the same L2 flush as the timed ones, which stays outside the profile)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
+    events = []
+    for _ in range(replays):
+        timer.flush_l2()
         torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            graph.replay()
+            torch.cuda.synchronize()
+        events.extend(prof.events())
     per_kernel: dict[str, float] = {}
-    for evt in prof.events():
+    for evt in events:
         if evt.device_type == torch.autograd.DeviceType.CUDA:
             per_kernel[evt.name] = per_kernel.get(evt.name, 0.0) + evt.device_time_total / replays
     total = sum(per_kernel.values())

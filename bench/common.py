@@ -170,6 +170,16 @@ class GraphTimer:
         torch.cuda.synchronize()
         return state, out, graph
 
+    def flush_l2(self) -> None:
+        """Empty the L2 the way the timed replays do (for profiled replays)."""
+        if not hasattr(self, "_flush_buffer"):
+            self._flush_buffer = torch.empty(int(256e6 // 4), dtype=torch.int,
+                                             device="cuda")
+        if self.flush == "read":
+            self._flush_buffer.sum()
+        else:
+            self._flush_buffer.zero_()
+
     def time_us(self, graph: torch.cuda.CUDAGraph, rep_ms: int = 100) -> float:
         with contextlib.ExitStack() as stack:
             if self.flush == "read":

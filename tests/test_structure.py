@@ -4,6 +4,7 @@ import contextlib
 import os
 import re
 import types
+from unittest import mock
 
 import pytest
 import torch
@@ -430,6 +431,11 @@ def _row_loaded_pointers(fused: str, stride: int) -> set[str]:
     return set(re.findall(rf"tl\.load\((in_ptr\d+) \+ \([\d +]*r0_1 \+ {stride}\*x0\)", fused))
 
 
+def _l2_hint_asms(fused: str) -> set[str]:
+    """The asm strings of the L2 hints: rows read twice (column-tiled) keep their lines."""
+    return set(re.findall(r"tl\.inline_asm_elementwise\('([^']*)'", fused))
+
+
 @pytest.mark.parametrize("distance", [1, 2])
 def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
     """Register tiles are not double-buffered: each iteration hints the row block
@@ -454,6 +460,9 @@ def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
     assert [h[1:] for h in hints] == [(40, 0, 160, 0)] * 2  # 40 fp32 columns, whole rows
     pointers = {h[0] for h in hints}
     assert len(pointers) == 2 and pointers == _row_loaded_pointers(fused, 40)
+    # column-tiled: the plain hint by default (keeping lines for the second pass is a knob)
+    assert "'column_tiled': True" in code
+    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}
     # inside the row loop, at its indentation, before the first column tile's loads
     lines = fused.splitlines()
     loop = next(i for i, line in enumerate(lines) if "for xoffset in" in line)
@@ -507,6 +516,7 @@ def test_l2_prefetch_in_persistent_loop_without_double_buffering(plugin, monkeyp
     hints = _l2_hints(fused)
     assert len(hints) == 2 and {h[0] for h in hints} == _row_loaded_pointers(fused, 40)
     assert [h[1:] for h in hints] == [(40, 0, 160, 0)] * 2
+    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}  # one pass: no evict_last
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
@@ -550,6 +560,7 @@ def test_l2_prefetch_of_a_sliced_input_ends_at_the_last_row(plugin, monkeypatch,
                      dy_ptr: (N, 0, N * 4, 0)}
     start = f"{stride} * xoffset_l2" + (f" + {offset}" if offset else "")
     assert f"[{x_ptr} + ({start}), xrows_l2 * 192 - 32]" in fused
+    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}
     assert_close(got, fn(*[a.double() for a in args]))
 
 
@@ -562,22 +573,24 @@ def _inline_asm_kernel(x_ptr, out_ptr, ASM: tl.constexpr):
     tl.store(out_ptr + offsets, x + 1)
 
 
-def test_interpreter_runs_the_l2_hint_as_a_no_op_and_no_other_asm():
+@pytest.mark.parametrize("hint", ["L2_PREFETCH_ASM", "L2_PREFETCH_ASM_KEEP"])
+def test_interpreter_runs_the_l2_hint_as_a_no_op_and_no_other_asm(hint):
     from triton.runtime.errors import InterpreterError
 
     from inductor_ext.codegen.cuda import CudaFlavor
     from inductor_ext.testing import cpu_interpret
 
+    asm = getattr(CudaFlavor, hint)
     x, out = torch.arange(16, dtype=torch.float32), torch.zeros(16)
     with cpu_interpret():
-        _inline_asm_kernel[(1,)](x, out, ASM=CudaFlavor.L2_PREFETCH_ASM)
+        _inline_asm_kernel[(1,)](x, out, ASM=asm)
         assert torch.equal(out, x + 1)
         with pytest.raises(InterpreterError, match="inline_asm not supported") as err:
             _inline_asm_kernel[(1,)](x, out, ASM="mov.u32 $0, 0;")
         assert isinstance(err.value.__cause__, NotImplementedError)
     # the patch ends with the context: the hint is unsupported again
     with pytest.raises(InterpreterError, match="inline_asm not supported"):
-        _inline_asm_kernel[(1,)](x, out, ASM=CudaFlavor.L2_PREFETCH_ASM)
+        _inline_asm_kernel[(1,)](x, out, ASM=asm)
 
 
 _COMPILE_FOR_SM = """
@@ -598,9 +611,11 @@ else:
 """
 
 
-def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path):
+@pytest.mark.parametrize("second_pass", [False, True])
+def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path, monkeypatch, second_pass):
     """Triton's bundled ptxas (no GPU needed) takes the hint for sm_90 and rejects it for
-    sm_80, so the asm string is checked, not just passed through."""
+    sm_80, so the asm string is checked, not just passed through. Rows read twice get the
+    variant that enters L2 as evict_last (a cache policy on the bulk prefetch)."""
     import json
     import subprocess
     import sys
@@ -608,7 +623,10 @@ def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path):
 
     from inductor_ext.codegen.cuda import CudaFlavor
 
-    hint = CudaFlavor().l2_prefetch_statement("x_ptr + off", "nbytes")
+    monkeypatch.setattr(CudaFlavor, "l2_keep_fraction", 1.0)  # the kept variant when asked
+    hint = CudaFlavor().l2_prefetch_statement("x_ptr + off", "nbytes", second_pass)
+    asm = CudaFlavor.L2_PREFETCH_ASM_KEEP if second_pass else CudaFlavor.L2_PREFETCH_ASM
+    assert hint.startswith(f"tl.inline_asm_elementwise({asm!r}, ")
     (tmp_path / "l2_hint_kernel.py").write_text(textwrap.dedent(f"""
         import triton
         import triton.language as tl
@@ -631,7 +649,12 @@ def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path):
 
     hopper = compile_for(90)
     assert "error" not in hopper, hopper.get("error")
-    assert "@p cp.async.bulk.prefetch.L2.global [a], n;" in hopper["ptx"]
+    if second_pass:
+        assert "createpolicy.fractional.L2::evict_last.b64 pol, 1.0;" in hopper["ptx"]
+        assert "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [a], n, pol;" in hopper["ptx"]
+    else:
+        assert "@p cp.async.bulk.prefetch.L2.global [a], n;" in hopper["ptx"]
+        assert "createpolicy" not in hopper["ptx"]
     assert hopper["cubin_bytes"] > 0
     ampere = compile_for(80)
     assert "cp.async.bulk.prefetch" in ampere.get("error", "")
@@ -661,3 +684,122 @@ def test_l2_prefetch_distance_by_device(monkeypatch):
     monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", 0)
     assert flavor.l2_prefetch_for(_shape("cpu")) == 0
     assert flavor.l2_prefetch_for(_shape("cuda:9")) == 0
+
+
+@pytest.mark.parametrize("partials", [1, 2, 3, 5, 6])
+@pytest.mark.parametrize("programs", [2, 132, 528, 1000])
+def test_final_step_rows_are_a_power_of_two(partials, programs):
+    """The final step's row chunk is a tl.arange: a power of two for any partial count
+    (3 partials used to give 341 rows at 528 programs, a compile error on the GPU)."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    flavor = CudaFlavor()
+    for N in (40, 1024, 4096, 16384):
+        block = flavor.finalize_block(N, programs, partials)
+        assert block.rows & (block.rows - 1) == 0 and block.columns & (block.columns - 1) == 0
+        assert block.rows <= max(1, flavor.final_step_tile // partials // block.columns) \
+            or block.rows == 1
+        assert block.rows <= 1 << (programs - 1).bit_length()  # no taller than the workspace
+
+
+# -- programmatic dependent launch of the final step (Hopper) ------------------------------
+def test_final_step_pdl_by_device(monkeypatch):
+    """PDL needs sm_90: the plan asks for it on Hopper and later only, never on CPU."""
+    from inductor_ext import compat
+    from inductor_ext.codegen import cuda
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(compat, "device_properties",
+                        lambda device: types.SimpleNamespace(major=device.index or 0))
+    assert cuda._hopper_or_later(torch.device("cuda:9"))
+    assert not cuda._hopper_or_later(torch.device("cuda:8"))
+    assert not cuda._hopper_or_later(torch.device("cpu"))
+    assert not cuda._hopper_or_later(torch.device("meta"))
+    flavor = CudaFlavor()
+    assert flavor.plan(_shape("cuda:9"), None).final_step_pdl
+    assert not flavor.plan(_shape("cuda:8"), None).final_step_pdl
+    assert not flavor.plan(_shape("cpu"), None).final_step_pdl
+    monkeypatch.setattr(CudaFlavor, "final_step_pdl", False)
+    assert not flavor.plan(_shape("cuda:9"), None).final_step_pdl
+
+
+class _CodegenOnly(Exception):
+    """Raised once Inductor has written a graph's code: nothing is compiled or run."""
+
+
+def _generated_code(fn, *args) -> str:
+    """The wrapper code Inductor writes for fn(*args), without compiling or running any
+    kernel (for code the interpreter cannot run: griddepcontrol is GPU-only asm)."""
+    from torch._inductor.graph import GraphLowering
+
+    codes = []
+
+    def compile_to_module(self):
+        codes.append(self.codegen()[0].value)
+        raise _CodegenOnly
+
+    torch._dynamo.reset()
+    with mock.patch.object(GraphLowering, "compile_to_module", compile_to_module), \
+            pytest.raises(Exception) as err:
+        torch.compile(fn)(*args)
+    chain, exc = [], err.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert any(isinstance(e, _CodegenOnly) for e in chain), err.value
+    (code,) = codes
+    return code
+
+
+@pytest.mark.parametrize("register_tiles", [False, True])
+def test_final_step_pdl_code(plugin, monkeypatch, register_tiles):
+    """With PDL the fused kernel lets the final step launch once every program has left
+    its row loop (before its workspace stores), and the final step, launched with the
+    PDL attribute, first waits for the fused kernel's memory."""
+    from inductor_ext.codegen import cuda
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(cuda, "_hopper_or_later", lambda device: True)
+    patches = {}
+    if register_tiles:
+        monkeypatch.setattr(CudaFlavor, "register_tile", 16)
+        patches["max_persistent_n"] = 16
+    with inductor_ext.config.patch(**patches):
+        code = _generated_code(rms_backward, *_inputs())
+    kernels = code.split("async_compile.triton(")[1:]
+    assert len(kernels) == 2
+    fused = next(k for k in kernels if "for xoffset in" in k)
+    final = next(k for k in kernels if "for xoffset in" not in k)
+    assert f"'register_tiles': {3 if register_tiles else 0}" in fused
+    assert "'final_step_pdl': True" in fused and "'launch_pdl': False" in fused
+    lines = fused.splitlines()
+    (trigger,) = [i for i, line in enumerate(lines)
+                  if line == "    tl.extra.cuda.gdc_launch_dependents()"]
+    loop = next(i for i, line in enumerate(lines) if "for xoffset in" in line)
+    ws_store = next(i for i, line in enumerate(lines) if "tl.store(ws_ptr" in line)
+    assert loop < trigger < ws_store  # top level (4 spaces): after the loop, not in it
+    assert fused.count("tl.extra.cuda.gdc") == 1
+    assert "'launch_pdl': True" in final
+    body = final.split("):\n", 1)[1].splitlines()
+    assert body[0] == "    tl.extra.cuda.gdc_wait()"
+    assert final.count("tl.extra.cuda.gdc") == 1
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_l2_hint_keeps_lines_for_the_second_pass_when_asked(plugin, monkeypatch, fraction):
+    """l2_keep_fraction > 0: a column-tiled loop's hint enters L2 as evict_last (that share
+    of its lines), a persistent loop's hint stays plain; the kernel still runs."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    monkeypatch.setattr(CudaFlavor, "l2_keep_fraction", fraction)
+    monkeypatch.setattr(CudaFlavor, "register_tile", 16)
+    args = _inputs()
+    with inductor_ext.config.patch(max_persistent_n=16):
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    keep = CudaFlavor.L2_PREFETCH_ASM_KEEP.replace("pol, 1.0;", f"pol, {fraction!r};")
+    assert _l2_hint_asms(_fused_kernel_source(code)) == {keep}
+    assert f"createpolicy.fractional.L2::evict_last.b64 pol, {fraction!r};" in keep
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+    hint = CudaFlavor().l2_prefetch_statement("p", "n", second_pass=False)
+    assert CudaFlavor.L2_PREFETCH_ASM in hint and "createpolicy" not in hint

@@ -47,6 +47,16 @@ def _dram_bytes_per_s(device: torch.device) -> float:
     return compat.dram_bytes_per_s(device) or 2.0e12
 
 
+def _hopper_or_later(device: torch.device) -> bool:
+    """NVIDIA sm_90+: the bulk L2 prefetch and programmatic dependent launch exist."""
+    if device.type != "cuda" or torch.version.hip:
+        return False
+    try:
+        return (compat.device_properties(device).major or 0) >= 9
+    except Exception:
+        return False
+
+
 def _partial_bytes(shape: ShapeInfo) -> int:
     """One program's fp32 partials: one value per column per column reduction."""
     return 4 * shape.num_columns * shape.N
@@ -104,6 +114,10 @@ class CudaFlavor(TargetFlavor):
     #: Off on CPU (no L2 to hint; the interpreter runs the hint as a no-op): tests turn it
     #: on to read the generated source and run the kernel that carries it.
     l2_prefetch_on_cpu = False
+    #: Launch the final step early with programmatic dependent launch (sm_90 and later):
+    #: its launch latency then overlaps the fused kernel's last stores (bench/NOTES.md,
+    #: session 8: ln 65536x1024 -4.5%, 4096x4096 -0.6 us).
+    final_step_pdl = True
 
     #: One thread of the program prefetches [$1, $1 + $2) into L2, start and size rounded
     #: down to the 16 bytes the instruction needs (so the range never passes the block).
@@ -111,6 +125,18 @@ class CudaFlavor(TargetFlavor):
         "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a; mov.u32 t, %tid.x; "
         "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
         "@p cp.async.bulk.prefetch.L2.global [a], n; mov.u32 $0, 0; }")
+    #: The same for rows read twice (column-tiled: the second pass re-reads the row), with
+    #: the lines entering L2 as evict_last so that streaming traffic does not push them out
+    #: before that second pass. Off by default (`l2_keep_fraction`): at ln 8192x16384 it
+    #: gained 6.5% with a clean L2 before the kernel but lost 6.6% with a dirty one
+    #: (bench/NOTES.md, session 8).
+    L2_PREFETCH_ASM_KEEP = (
+        "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a, pol; mov.u32 t, %tid.x; "
+        "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
+        "createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
+        "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [a], n, pol; mov.u32 $0, 0; }")
+    #: Share of a second-pass hint's lines that enter L2 as evict_last (0: the plain hint).
+    l2_keep_fraction = 0.0
 
     def persistent_fits(self, shape: ShapeInfo) -> bool:
         """A persistent row keeps, per row element, the fp32 accumulators and the upcast
@@ -187,7 +213,8 @@ class CudaFlavor(TargetFlavor):
                           row_loop=self.row_order, column_tiled=column_tiled,
                           register_tiles=register_tiles, configs=configs,
                           prefetch=prefetch,
-                          l2_prefetch=self.l2_prefetch_for(shape, double_buffered=prefetch))
+                          l2_prefetch=self.l2_prefetch_for(shape, double_buffered=prefetch),
+                          final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device))
 
     def register_partials_budget(self, shape: ShapeInfo) -> float:
         return self.register_partials_share * _register_file_bytes(shape.device)
@@ -224,17 +251,21 @@ class CudaFlavor(TargetFlavor):
             return 0
         if shape.device.type == "cpu":
             return self.l2_prefetch_distance if self.l2_prefetch_on_cpu else 0
-        if shape.device.type != "cuda" or torch.version.hip:
-            return 0
-        try:
-            major = compat.device_properties(shape.device).major or 0
-        except Exception:
-            return 0
-        return self.l2_prefetch_distance if major >= 9 else 0
+        return self.l2_prefetch_distance if _hopper_or_later(shape.device) else 0
 
-    def l2_prefetch_statement(self, pointer: str, nbytes: str) -> str:
-        return (f"tl.inline_asm_elementwise({self.L2_PREFETCH_ASM!r}, \"=r,l,r\", "
+    def l2_prefetch_statement(self, pointer: str, nbytes: str, second_pass: bool) -> str:
+        asm = self.L2_PREFETCH_ASM
+        if second_pass and self.l2_keep_fraction > 0:
+            asm = self.L2_PREFETCH_ASM_KEEP.replace(
+                "evict_last.b64 pol, 1.0;", f"evict_last.b64 pol, {self.l2_keep_fraction!r};")
+        return (f"tl.inline_asm_elementwise({asm!r}, \"=r,l,r\", "
                 f"[{pointer}, {nbytes}], dtype=tl.int32, is_pure=False, pack=1)")
+
+    def pdl_trigger_statement(self) -> str:
+        return "tl.extra.cuda.gdc_launch_dependents()"
+
+    def pdl_wait_statement(self) -> str:
+        return "tl.extra.cuda.gdc_wait()"
 
     def candidate_configs(self, block_m: int, r0_block: int,
                           max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:

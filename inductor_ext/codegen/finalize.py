@@ -71,6 +71,8 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
         key: value for key, value in kernel.triton_meta.items()
         if key not in ("signature", "constants", "configs")
     }
+    if kernel.plan.final_step_pdl:
+        triton_meta["launch_pdl"] = True
     triton_meta.update(signature=signature, constants={},
                        configs=[{(i,): [["tt.divisibility", 16]] for i in aligned}])
     inductor_meta = {
@@ -94,6 +96,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
         "@triton.jit",
         f"def {Placeholder.KERNEL_NAME}({args}, "
         "XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):",
+        *([f"    {kernel.flavor.pdl_wait_statement()}"] if kernel.plan.final_step_pdl else []),
         f"    xnumel = {N}",
         f"    r0_numel = {P}",
         "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[None, :]",

@@ -44,6 +44,10 @@ class LaunchPlan:
     #: >0: each iteration hints the row block this many steps ahead into L2 (no registers
     #: held), for every [M, N] input with contiguous rows; 0: no hint.
     l2_prefetch: int = 0
+    #: The final step is launched early (programmatic dependent launch): the fused kernel
+    #: lets it start once every program has left its row loop, and it waits for the fused
+    #: kernel's memory before reading the workspace.
+    final_step_pdl: bool = False
 
     @property
     def looped_column_tiles(self) -> bool:
@@ -104,16 +108,25 @@ class TargetFlavor:
         """Tile of the generated final step (None: use the ATen step)."""
         columns = min(self.final_step_columns, next_pow2(N))
         tile = max(2048, self.final_step_tile // max(1, partials))
-        rows = max(1, min(next_pow2(programs), tile // columns))
+        rows = max(1, min(next_pow2(programs), prev_pow2(tile // columns)))  # tl.arange: 2^k
         return FinalizeBlock(columns=columns, rows=rows, num_warps=self.final_step_warps)
 
     def finalize_launch_options(self, block: FinalizeBlock) -> dict[str, int]:
         return {"num_warps": block.num_warps, "num_stages": 1}
 
     # Hooks the kernel asks while writing the row loop.
-    def l2_prefetch_statement(self, pointer: str, nbytes: str) -> str:
+    def l2_prefetch_statement(self, pointer: str, nbytes: str, second_pass: bool) -> str:
         """A statement hinting bytes [pointer, pointer + nbytes) into the L2 cache; only
-        asked when the flavor's plan set `l2_prefetch`."""
+        asked when the flavor's plan set `l2_prefetch`. `second_pass`: the loop reads each
+        row twice (column-tiled), so the lines should stay until the second read."""
+        raise NotImplementedError
+
+    def pdl_trigger_statement(self) -> str:
+        """In the fused kernel: the dependent final step may launch (plan.final_step_pdl)."""
+        raise NotImplementedError
+
+    def pdl_wait_statement(self) -> str:
+        """First in the final step: wait until the fused kernel's writes are visible."""
         raise NotImplementedError
 
     def loop_header(self, plan: LaunchPlan) -> list[str]:

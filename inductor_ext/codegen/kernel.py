@@ -227,6 +227,7 @@ class MixOrderKernelMixin:
             if prefetch is not None:
                 for var in prefetch.variables:
                     body.writeline(f"{var} = {var}_pf")
+        self._write_pdl_trigger(body)
         K = len(self.partials)
         r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
         for part in self.partials:
@@ -309,7 +310,8 @@ class MixOrderKernelMixin:
             gap = f" - {span.gap_bytes}" if span.gap_bytes else ""
             start = f"{span.pointer} + ({span.stride} * xoffset_l2{offset})"
             nbytes = f"xrows_l2 * {span.stride_bytes}{gap}"
-            body.writeline(self.flavor.l2_prefetch_statement(start, nbytes))
+            body.writeline(self.flavor.l2_prefetch_statement(start, nbytes,
+                                                             second_pass=self.column_tiled))
 
     def _row_span(self, name: str, index: sympy.Expr) -> _RowSpan | None:
         """Where `name`'s rows lie when `index` is `stride * x + r0 + offset` over whole
@@ -355,9 +357,16 @@ class MixOrderKernelMixin:
             self._write_row_block_indices(body)
             self._write_l2_prefetch(body)
             body.splice(inner)
+        self._write_pdl_trigger(body)
         if tiles:
             self._write_tile_partials(body, tiles)
         self.body = body
+
+    def _write_pdl_trigger(self, body: Any) -> None:
+        """After the row loop: the final step may launch once every program is here (not
+        at the start: its programs would then wait beside ours, 3-7 us slower)."""
+        if self.plan.final_step_pdl:
+            body.writeline(self.flavor.pdl_trigger_statement())
 
     def _write_tile_partials(self, body: Any, tiles: int) -> None:
         """Each unrolled tile's partials into its columns of the program's workspace row."""
