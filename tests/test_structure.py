@@ -803,3 +803,61 @@ def test_l2_hint_keeps_lines_for_the_second_pass_when_asked(plugin, monkeypatch,
     assert_close(got, rms_backward(*[a.double() for a in args]))
     hint = CudaFlavor().l2_prefetch_statement("p", "n", second_pass=False)
     assert CudaFlavor.L2_PREFETCH_ASM in hint and "createpolicy" not in hint
+
+
+# -- program count: balanced row blocks, a second program per SM when the workspace is small --
+def _h100_like(monkeypatch):
+    from inductor_ext import compat
+    from inductor_ext.codegen import cuda
+
+    monkeypatch.setattr(cuda, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(cuda, "_l2_bytes", lambda device: 50 * 2**20)
+    monkeypatch.setattr(compat, "device_properties",
+                        lambda device: types.SimpleNamespace(major=9))
+    return cuda.CudaFlavor()
+
+
+def _norm_shape(M: int, N: int, partials: int) -> ShapeInfo:
+    nbytes = 3 * M * N * 2
+    return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=partials, elem_bytes=2,
+                     shared_bytes=2 * M * N * 2, total_bytes=nbytes, unfused_bytes=2 * nbytes,
+                     row_elem_bytes=6, device=torch.device("cuda:9"))
+
+
+@pytest.mark.parametrize("M,N,partials,settings,programs", [
+    # 2048 blocks of 2 rows: two programs per SM (8 MB of workspace or less, inside a
+    # quarter of the L2), balanced to 8 blocks each.
+    (4096, 4096, 1, {}, 256),
+    (4096, 4096, 2, {}, 256),
+    # Workspace bounded by the kernel's bytes only: one per SM, 128 programs of 16 blocks
+    # rather than 132 of which 68 run a 16th block alone.
+    (4096, 4096, 1, {"max_workspace_l2_share": 0.0}, 128),
+    (4096, 4096, 1, {"max_workspace_l2_share": 0.0, "balance_rows": False}, 132),
+    # More programs per SM would leave fewer than prefetch_min_rows rows each.
+    (2048, 4096, 1, {}, 128),
+    (32768, 4096, 1, {}, 512),
+    # LayerNorm at N=8192: 2 x 64 KB of partials per program; one program per SM.
+    (16384, 8192, 2, {}, 132),
+])
+def test_program_count(monkeypatch, M, N, partials, settings, programs):
+    flavor = _h100_like(monkeypatch)
+    for key, value in settings.items():
+        monkeypatch.setattr(type(flavor), key, value)
+    plan = flavor.plan(_norm_shape(M, N, partials), None)
+    assert plan.programs == programs
+    if N <= flavor.prefetch_max_n:
+        assert plan.prefetch == (M >= flavor.prefetch_min_rows * programs)
+
+
+@pytest.mark.parametrize("programs", [1, 7, 132, 528])
+@pytest.mark.parametrize("blocks", [1, 5, 131, 132, 133, 2048, 4096, 65536])
+def test_balanced_programs_keep_the_longest_program(programs, blocks):
+    """Balancing never adds programs nor iterations to the busiest program, and leaves
+    no program without a block."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    balanced = CudaFlavor().balanced(programs, blocks)
+    most = -(-blocks // min(programs, blocks))
+    assert 1 <= balanced <= min(programs, blocks)
+    assert -(-blocks // balanced) == most
+    assert blocks - (balanced - 1) * most >= 1  # the last program still has a block

@@ -76,6 +76,10 @@ class CudaFlavor(TargetFlavor):
     #: program are not compensated with more programs: with strided rows and double
     #: buffering, 132 programs of 31 rows beat 528 of 8 at 4096x4096 (bench/NOTES.md).
     max_workspace_share = 0.02
+    #: ...or this share of the L2, when larger: a workspace that small is read back by the
+    #: final step from L2, so a second program per SM (twice the loads in flight) costs
+    #: next to no DRAM bytes (4096x4096 bf16: 256 programs instead of 128, bench/NOTES.md).
+    max_workspace_l2_share = 0.25
     #: Tile elements per warp for the middle num_warps choice.
     elems_per_warp = 512
     #: Warps per SM the configs may fill when every program is resident (64 regs/thread).
@@ -101,6 +105,10 @@ class CudaFlavor(TargetFlavor):
     prefetch_min_rows = 16
     #: Live bytes of one persistent row (see `fits`) allowed per SM register file.
     register_budget = 1.125
+    #: Spread the row blocks evenly: the fewest programs that still need the same number of
+    #: iterations (4096 rows: 128 programs of 32 rows, not 4 of 32 and 128 of 31), so no
+    #: program runs an iteration alone at the end while the rest of the GPU idles.
+    balance_rows = True
     #: Fixed cost of the extra launch of the final step, in seconds.
     finalize_launch_s = 3e-6
     #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
@@ -148,17 +156,28 @@ class CudaFlavor(TargetFlavor):
 
     def programs_for(self, shape: ShapeInfo, block_m: int) -> int:
         """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
-        `max_workspace_share` of the bytes the kernel moves anyway."""
+        `max_workspace_share` of the bytes the kernel moves anyway (or within
+        `max_workspace_l2_share` of the L2) and whose programs each keep at least
+        `prefetch_min_rows` rows (fewer would turn the loads' double buffering off)."""
         sms = _sm_count(shape.device)
-        per_program = _partial_bytes(shape)
-        per_sm = self.programs_per_sm
-        while per_sm > 1 and sms * per_sm * per_program > (self.max_workspace_share
-                                                           * shape.total_bytes):
-            per_sm //= 2
+        budget = max(self.max_workspace_share * shape.total_bytes,
+                     self.max_workspace_l2_share * _l2_bytes(shape.device))
         blocks = -(-shape.M_hint // block_m)
-        if not shape.M_static:
-            return sms * per_sm
-        return max(1, min(sms * per_sm, blocks))
+        per_sm = self.programs_per_sm
+        while True:
+            programs = self.balanced(sms * per_sm, blocks) if shape.M_static else sms * per_sm
+            if per_sm == 1 or (programs * _partial_bytes(shape) <= budget
+                               and shape.M_hint >= self.prefetch_min_rows * programs):
+                return programs
+            per_sm //= 2
+
+    def balanced(self, programs: int, blocks: int) -> int:
+        """At most `programs` programs for `blocks` row blocks; with `balance_rows`, the
+        fewest that keep the most iterations per program unchanged."""
+        programs = max(1, min(programs, blocks))
+        if not self.balance_rows:
+            return programs
+        return -(-blocks // -(-blocks // programs))
 
     def register_tiles_for(self, shape: ShapeInfo) -> int:
         """Unrolled column tiles for a column-tiled row, or 0 when its partials (one fp32
@@ -224,7 +243,7 @@ class CudaFlavor(TargetFlavor):
         fitting = int(self.register_partials_budget(shape) // _partial_bytes(shape))
         per_sm = max(1, min(self.programs_per_sm, fitting))
         programs = _sm_count(shape.device) * per_sm
-        return max(1, min(programs, shape.M_hint)) if shape.M_static else programs
+        return self.balanced(programs, shape.M_hint) if shape.M_static else programs
 
     def register_tiled_configs(self, r0_block: int,
                                max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:
