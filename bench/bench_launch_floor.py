@@ -20,8 +20,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_norm_bwd import print_breakdown  # noqa: E402
-from common import FLUSH_MODES, GraphTimer  # noqa: E402
+from common import FLUSH_MODES, GraphTimer, print_breakdown  # noqa: E402
 
 
 @triton.jit

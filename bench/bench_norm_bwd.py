@@ -43,6 +43,7 @@ from common import (  # noqa: E402
     make_problem,
     min_bytes,
     parse_shapes,
+    print_breakdown,
     reference_grads,
 )
 
@@ -108,38 +109,6 @@ def run_variant(timer: GraphTimer, op: str, variant: str, fn, inputs, dy, ref,
 
 
 BREAKDOWN: set[str] = set()
-
-
-def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> None:
-    """Device time per kernel inside the timed graph (torch.profiler over a few replays,
-    each after the same L2 flush as the timed ones, which stays outside the profile)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    events = []
-    span = tail = 0.0
-    for _ in range(replays):
-        timer.flush_l2()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            graph.replay()
-            torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        events.extend(kernels)
-        if kernels:
-            # Device timeline of this replay: first kernel start to last kernel end, and
-            # what runs after the longest kernel ends (the final step's exposed part).
-            end = max(e.time_range.end for e in kernels)
-            span += (end - min(e.time_range.start for e in kernels)) / replays
-            longest = max(kernels, key=lambda e: e.device_time_total)
-            tail += (end - longest.time_range.end) / replays
-    per_kernel: dict[str, float] = {}
-    for evt in events:
-        per_kernel[evt.name] = per_kernel.get(evt.name, 0.0) + evt.device_time_total / replays
-    total = sum(per_kernel.values())
-    print(f"  breakdown {title}: kernels {total:.1f} us per replay, timeline {span:.1f} us "
-          f"({tail:.1f} us after the longest kernel ends)")
-    for name, us in sorted(per_kernel.items(), key=lambda kv: -kv[1]):
-        print(f"    {us:8.1f} us  {name[:100]}")
 
 
 def summarize(rows: list[dict], copy: float) -> bool:

@@ -165,11 +165,19 @@ class CudaFlavor(TargetFlavor):
         blocks = -(-shape.M_hint // block_m)
         per_sm = self.programs_per_sm
         while True:
-            programs = self.balanced(sms * per_sm, blocks) if shape.M_static else sms * per_sm
+            programs = self._programs(shape, sms * per_sm, blocks)
             if per_sm == 1 or (programs * _partial_bytes(shape) <= budget
-                               and shape.M_hint >= self.prefetch_min_rows * programs):
+                               and self._rows_to_double_buffer(shape, programs)):
                 return programs
             per_sm //= 2
+
+    def _programs(self, shape: ShapeInfo, most: int, blocks: int) -> int:
+        """`most` programs, balanced over the row blocks when M is known at compile time."""
+        return self.balanced(most, blocks) if shape.M_static else most
+
+    def _rows_to_double_buffer(self, shape: ShapeInfo, programs: int) -> bool:
+        """Each program owns enough rows for register double buffering to pay."""
+        return shape.M_hint >= self.prefetch_min_rows * programs
 
     def balanced(self, programs: int, blocks: int) -> int:
         """At most `programs` programs for `blocks` row blocks; with `balance_rows`, the
@@ -243,7 +251,7 @@ class CudaFlavor(TargetFlavor):
         fitting = int(self.register_partials_budget(shape) // _partial_bytes(shape))
         per_sm = max(1, min(self.programs_per_sm, fitting))
         programs = _sm_count(shape.device) * per_sm
-        return self.balanced(programs, shape.M_hint) if shape.M_static else programs
+        return self._programs(shape, programs, shape.M_hint)
 
     def register_tiled_configs(self, r0_block: int,
                                max_warps: int) -> tuple[tuple[tuple[str, int], ...], ...]:
@@ -260,7 +268,7 @@ class CudaFlavor(TargetFlavor):
         Measured on H100 with strided rows (bench/NOTES.md): LayerNorm 16384x8192 -13%,
         N=128 -4..6%, 4096x4096 (31 rows per program) -3..12%."""
         return (not column_tiled and self.prefetch_min_n <= r0_block <= self.prefetch_max_n
-                and shape.M_hint >= self.prefetch_min_rows * programs)
+                and self._rows_to_double_buffer(shape, programs))
 
     def l2_prefetch_for(self, shape: ShapeInfo, double_buffered: bool = False) -> int:
         """Row blocks ahead for the L2 hint (0: none). Not where the next block is already
