@@ -93,6 +93,13 @@ class CudaFlavor(TargetFlavor):
     register_partials_share = 0.5
     register_tile = 4096
     max_register_tiles = 16
+    #: Row sums of column-tiled rows fold runs of 8 columns (a thread's 16-byte vector of
+    #: bf16) in registers before accumulating: [XBLOCK, R0_BLOCK / 8] fp32 instead of
+    #: [XBLOCK, R0_BLOCK] across the tiles (LayerNorm 8192x16384: 10 spills -> 0, -6%).
+    row_sum_chunk = 8
+    #: ...and their dx stores stream (`.cs`): they no longer evict the rows hinted into L2
+    #: for the next iteration nor the workspace (LayerNorm 8192x16384: -2%).
+    stream_column_tiled_stores = True
     #: The interpreter would time every config by running it: off unless a test asks.
     autotune_on_cpu = False
     #: One dependent DRAM load round trip under load (H100: about a microsecond).

@@ -96,6 +96,14 @@ class TargetFlavor:
     def profitable(self, shape: ShapeInfo, plan: LaunchPlan) -> tuple[bool, str]:
         raise NotImplementedError
 
+    #: Column-tiled rows: adjacent columns each row-sum term is folded over before it
+    #: joins its accumulator (`column_tiles.chunk_row_sums`); 1 leaves Inductor's loop
+    #: accumulators as they are.
+    row_sum_chunk: ClassVar[int] = 1
+    #: Column-tiled rows: output stores carry the streaming cache hint
+    #: (`column_tiles.stream_row_stores`).
+    stream_column_tiled_stores: ClassVar[bool] = False
+
     #: Final step: columns per program (short runs spread the columns over many
     #: programs), fp32 values per tile over all partials (tall tiles fold a program's
     #: workspace rows in one or two load round trips: the step is latency-bound, a few

@@ -28,7 +28,7 @@ from ..compat import (
 )
 from ..runtime import autotune
 from ..scheduler import reorder
-from . import finalize
+from . import column_tiles, finalize
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import LaunchPlan, TargetFlavor, get_flavor
 
@@ -339,11 +339,15 @@ class MixOrderKernelMixin:
     def _wrap_row_loop(self) -> None:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
         self._wrapped = True
-        inner = self.body
+        inner = self.body.getvalue()
         tiles = self.register_tiles
         if tiles:
-            inner = _unroll_column_loops(inner.getvalue(), tiles,
-                                         [part.acc for part in self.partials])
+            inner = column_tiles.unroll_column_loops(inner, tiles,
+                                                     [part.acc for part in self.partials])
+        inner = column_tiles.chunk_row_sums(
+            inner, min(self.flavor.row_sum_chunk, self.plan.r0_block))
+        if self.flavor.stream_column_tiled_stores:
+            inner = column_tiles.stream_row_stores(inner)
         body = type(self.body)()
         for line in self.flavor.loop_header(self.plan):
             body.writeline(line)
@@ -413,43 +417,6 @@ class MixOrderKernelMixin:
             wrapper.writeline(
                 f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
                 f".view({part.out_name}.shape))")
-
-
-_COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
-
-
-def _unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
-    """Replace each loop over column tiles by `tiles` straight-line copies with a constant
-    r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
-    partials of a whole row live in registers across the row loop."""
-    renames = [re.compile(rf"\b{re.escape(acc)}\b") for acc in accumulators]
-    lines = code.splitlines()
-    out: list[str] = []
-    unrolled = 0
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if line.strip() != _COLUMN_LOOP:
-            out.append(line)
-            continue
-        indent = line[:len(line) - len(line.lstrip())]
-        body = []
-        while i < len(lines) and (not lines[i].strip() or lines[i].startswith(indent + " ")):
-            body.append(lines[i])
-            i += 1
-        body_indent = min(len(b) - len(b.lstrip()) for b in body if b.strip())
-        for tile in range(tiles):
-            out.append(f"{indent}r0_offset = {tile} * R0_BLOCK")
-            for body_line in body:
-                text = indent + body_line[body_indent:] if body_line.strip() else ""
-                for pattern in renames:
-                    text = pattern.sub(lambda m, t=tile: f"{m.group(0)}_t{t}", text)
-                out.append(text)
-        unrolled += 1
-    if not unrolled:
-        raise RuntimeError("no column loop to unroll")
-    return "\n".join(out) + "\n"
 
 
 _FIXED_DECORATOR = "@triton_heuristics.fixed_config("
