@@ -2,9 +2,10 @@
 
 Inductor emits a row longer than one tile as `for r0_offset in tl.range(...)` loops whose
 row sums accumulate into [XBLOCK, R0_BLOCK] fp32 tensors, reduced once after the loop.
-Two rewrites of that text keep more of the register file for the column partials:
-`unroll_column_loops` gives each tile its own partial accumulators, and
-`chunk_row_sums` shrinks the row-sum accumulators to [XBLOCK, R0_BLOCK // chunk].
+Rewrites of that text: `unroll_column_loops` gives each tile its own partial
+accumulators and `chunk_row_sums` shrinks the row-sum accumulators to [XBLOCK,
+R0_BLOCK // chunk] (both keep registers for the column partials); `stream_row_stores`
+marks the output stores as streaming, so they leave the L2 first.
 """
 
 from __future__ import annotations

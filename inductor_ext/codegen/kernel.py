@@ -137,7 +137,7 @@ class MixOrderKernelMixin:
         that loop over tiles (they add into the workspace, so a timing run would change
         the result)."""
         return (len(self.plan.configs) > 1
-                and (not self.column_tiled or self.register_tiles > 0)
+                and not self.plan.looped_column_tiles
                 and not compat.deterministic_mode())
 
     # -- partial accumulation ----------------------------------------------------------
