@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.codegen.column_tiles import chunk_row_sums, stream_row_stores
+from inductor_ext.codegen.column_tiles import chunk_row_sums, stream_row_stores, unpin_row_loads
 from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads, layer_norm
 
 # Inductor's looped row sum as it writes it (masked form: the last tile is partial).
@@ -108,6 +108,27 @@ def test_stream_row_stores_text():
     assert "tl.store(ws_ptr + (r0_cols), _mo_acc0_t0)\n" in out
 
 
+def test_unpin_row_loads_text():
+    """Only loads indexed by a row and a column lose evict_last; the rest of the line stays."""
+    code = textwrap.dedent("""\
+        tmp0 = tl.load(in_ptr0 + (r0_1 + 300*x0), r0_mask, eviction_policy='evict_last', other=0.0).to(tl.float32)
+        tmp8 = tl.load(in_ptr2 + (r0_1 + 16384*x0), None, eviction_policy='evict_last').to(tl.float32)
+        tmp2 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', other=0.0)
+        tmp10 = tl.load(in_ptr3 + (x0), None, eviction_policy='evict_last')
+        tmp23 = tl.load(in_ptr0 + (r0_1 + 300*x0), r0_mask, eviction_policy='evict_first', other=0.0)
+    """)  # noqa: E501
+    out = unpin_row_loads(code).splitlines()
+    assert out[0] == ("tmp0 = tl.load(in_ptr0 + (r0_1 + 300*x0), r0_mask, other=0.0)"
+                      ".to(tl.float32)")
+    assert out[1] == "tmp8 = tl.load(in_ptr2 + (r0_1 + 16384*x0), None).to(tl.float32)"
+    assert out[2:] == code.splitlines()[2:]  # weight, per-row scalar, second-pass load
+
+
+def _pinned_row_loads(fused: str) -> list[str]:
+    return [line for line in fused.splitlines() if "tl.load(" in line and "*x0" in line
+            and "evict_last" in line]
+
+
 def _register_tiled_layer_norm_kernel(monkeypatch, **knobs):
     from inductor_ext.codegen.cuda import CudaFlavor
 
@@ -140,10 +161,15 @@ def test_register_tiled_kernel_chunks_its_row_sums_and_streams_dx(plugin, monkey
     assert fused.count("[XBLOCK, R0_BLOCK // 8, 8]), 2)") == 2 * 5
     assert fused.count("cache_modifier='.cs')") == 5  # dx, once per tile
     assert "_mo_acc0_t0, cache_modifier" not in fused  # workspace stores stay plain
+    # x and dy are read again from L1, not L2: their loads lose evict_last; w keeps it.
+    assert _pinned_row_loads(fused) == []
+    assert fused.count("tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last'") == 2 * 5
 
 
 def test_rewrites_follow_the_flavor_knobs(plugin, monkeypatch):
     fused = _register_tiled_layer_norm_kernel(monkeypatch, row_sum_chunk=1,
-                                              stream_column_tiled_stores=False)
+                                              stream_column_tiled_stores=False,
+                                              unpin_register_tiled_rows=False)
     assert fused.count("tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)") == 2
     assert "R0_BLOCK // " not in fused and "cache_modifier" not in fused
+    assert len(_pinned_row_loads(fused)) == 2 * 5  # x and dy in each first-pass tile

@@ -5,7 +5,8 @@ row sums accumulate into [XBLOCK, R0_BLOCK] fp32 tensors, reduced once after the
 Rewrites of that text: `unroll_column_loops` gives each tile its own partial
 accumulators and `chunk_row_sums` shrinks the row-sum accumulators to [XBLOCK,
 R0_BLOCK // chunk] (both keep registers for the column partials); `stream_row_stores`
-marks the output stores as streaming, so they leave the L2 first.
+marks the output stores as streaming, so they leave the L2 first; `unpin_row_loads`
+drops the L2 keep-priority from row loads that are read back from L1.
 """
 
 from __future__ import annotations
@@ -143,4 +144,25 @@ def stream_row_stores(code: str) -> str:
         if match is not None and "cache_modifier" not in line and "eviction_policy" not in line:
             line = f"{match.group(1)}, cache_modifier='.cs')"
         out.append(line)
+    return "\n".join(out) + ("\n" if code.endswith("\n") else "")
+
+
+#: A load of [M, N] rows (its index names a column and a row variable) that Inductor
+#: marked `evict_last` because the row is read again later in the kernel.
+_PINNED_ROW_LOAD = re.compile(
+    r"^(\s*tmp\d+ = tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\), [^,()]+)"
+    r", eviction_policy='evict_last'(?=[,)])")
+
+
+def unpin_row_loads(code: str) -> str:
+    """Drop Inductor's `evict_last` from the loads of [M, N] rows in register-tiled kernels.
+
+    Inductor marks the first pass's row loads evict_last for the second pass. Triton turns
+    that into an L1 *and* an L2 priority, but in a register-tiled kernel the second pass
+    reads the row back from L1: the L2 copy is never read again, yet each row time pins
+    another 8.4 MB of x and dy there (LayerNorm 8192x16384 on H100; Nsight Compute shows
+    these loads as L2 HIT_LAST), ahead of the lines hinted for the next row. With the
+    default policy: 290.5 -> 288.5 us end to end (bench/NOTES.md, session 11). The weight
+    (a column-only index) and per-row scalars (row-only) keep their hint."""
+    out = [_PINNED_ROW_LOAD.sub(r"\1", line) for line in code.splitlines()]
     return "\n".join(out) + ("\n" if code.endswith("\n") else "")

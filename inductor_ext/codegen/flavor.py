@@ -103,6 +103,9 @@ class TargetFlavor:
     #: Column-tiled rows: output stores carry the streaming cache hint
     #: (`column_tiles.stream_row_stores`).
     stream_column_tiled_stores: ClassVar[bool] = False
+    #: Register-tiled rows: the [M, N] row loads drop Inductor's evict_last
+    #: (`column_tiles.unpin_row_loads`), as the second pass reads the row from L1.
+    unpin_register_tiled_rows: ClassVar[bool] = False
 
     #: Final step: columns per program (short runs spread the columns over many
     #: programs), fp32 values per tile over all partials (tall tiles fold a program's

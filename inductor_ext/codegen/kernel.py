@@ -348,6 +348,8 @@ class MixOrderKernelMixin:
             inner, min(self.flavor.row_sum_chunk, self.plan.r0_block))
         if self.flavor.stream_column_tiled_stores:
             inner = column_tiles.stream_row_stores(inner)
+        if tiles and self.flavor.unpin_register_tiled_rows:
+            inner = column_tiles.unpin_row_loads(inner)
         body = type(self.body)()
         for line in self.flavor.loop_header(self.plan):
             body.writeline(line)
