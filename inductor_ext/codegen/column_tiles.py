@@ -16,6 +16,11 @@ import re
 COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
 
 
+def _joined_like(lines: list[str], code: str) -> str:
+    """`lines` as text, ending in a newline when `code` did (line-wise rewrites keep it)."""
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
+
+
 def unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
     """Replace each loop over column tiles by `tiles` straight-line copies with a constant
     r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
@@ -76,7 +81,7 @@ def chunk_row_sums(code: str, chunk: int) -> str:
         match = _SUM_INIT.match(line)
         if match is not None:
             lines = _chunk_one(lines, i, match.group(1), match.group(2), chunk)
-    return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
+    return _joined_like(lines, code)
 
 
 def _chunk_one(lines: list[str], init: int, indent: str, acc: str, chunk: int) -> list[str]:
@@ -144,7 +149,7 @@ def stream_row_stores(code: str) -> str:
         if match is not None and "cache_modifier" not in line and "eviction_policy" not in line:
             line = f"{match.group(1)}, cache_modifier='.cs')"
         out.append(line)
-    return "\n".join(out) + ("\n" if code.endswith("\n") else "")
+    return _joined_like(out, code)
 
 
 #: A load of [M, N] rows (its index names a column and a row variable) that Inductor
@@ -165,4 +170,4 @@ def unpin_row_loads(code: str) -> str:
     default policy: 290.5 -> 288.5 us end to end (bench/NOTES.md, session 11). The weight
     (a column-only index) and per-row scalars (row-only) keep their hint."""
     out = [_PINNED_ROW_LOAD.sub(r"\1", line) for line in code.splitlines()]
-    return "\n".join(out) + ("\n" if code.endswith("\n") else "")
+    return _joined_like(out, code)
