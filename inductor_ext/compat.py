@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -326,6 +327,17 @@ def dram_bytes_per_s(device: torch.device) -> float | None:
         return 2.0 * props["mem_clock_rate"] * 1e3 * props["mem_bus_width"] / 8
     except Exception:
         return None
+
+
+def autotuner_classes(caching: type, debug: type) -> dict[str, type]:
+    """cached_autotune's keywords for our autotuner subclasses, where it takes them (2.11
+    on); an older signature gets Inductor's own classes (every config is timed)."""
+    from torch._inductor.runtime.triton_heuristics import cached_autotune
+
+    params = inspect.signature(cached_autotune).parameters
+    if "caching_autotuner_cls" in params and "debug_autotuner_cls" in params:
+        return {"caching_autotuner_cls": caching, "debug_autotuner_cls": debug}
+    return {}
 
 
 def triton_pointer_type(dtype: torch.dtype) -> str:

@@ -119,6 +119,13 @@ class CudaFlavor(TargetFlavor):
     #: iterations (4096 rows: 128 programs of 32 rows, not 4 of 32 and 128 of 31), so no
     #: program runs an iteration alone at the end while the rest of the GPU idles.
     balance_rows = True
+    #: A config whose registers leave room for fewer programs per SM runs the grid in more
+    #: waves, each paying a row load's latency at its start and the workspace store at its
+    #: end (about two load round trips). Configs whose extra waves would cost more than
+    #: this share of the kernel's DRAM time are not timed: Inductor's timings of them came
+    #: within 3% of the resident ones and were sometimes picked (LayerNorm 4096x4096: 256
+    #: programs in two waves, 0.83 -> 0.74 of copy; bench/NOTES.md, session 12).
+    wave_cost_share = 0.02
     #: Fixed cost of the extra launch of the final step, in seconds.
     finalize_launch_s = 3e-6
     #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
@@ -251,7 +258,17 @@ class CudaFlavor(TargetFlavor):
                           register_tiles=register_tiles, configs=configs,
                           prefetch=prefetch,
                           l2_prefetch=self.l2_prefetch_for(shape, double_buffered=prefetch),
-                          final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device))
+                          final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device),
+                          max_extra_waves=self.extra_waves_allowed(shape, programs)
+                          if configs else None)
+
+    def extra_waves_allowed(self, shape: ShapeInfo, programs: int) -> int:
+        """Waves beyond the fewest that a timed config may take: each costs about two load
+        round trips, allowed while that stays within `wave_cost_share` of the kernel's
+        DRAM time (4096x4096 bf16: none; 576000x384 fp32: seven)."""
+        seconds = (shape.total_bytes + programs * _partial_bytes(shape)) / _dram_bytes_per_s(
+            shape.device)
+        return int(self.wave_cost_share * seconds // (2 * self.load_round_trip_s))
 
     def register_partials_budget(self, shape: ShapeInfo) -> float:
         return self.register_partials_share * _register_file_bytes(shape.device)

@@ -48,6 +48,10 @@ class LaunchPlan:
     #: lets it start once every program has left its row loop, and it waits for the fused
     #: kernel's memory before reading the workspace.
     final_step_pdl: bool = False
+    #: With several configs: how many more waves than the fewest any config needs a config
+    #: may run the grid in (registers and threads decide how many programs an SM holds);
+    #: the autotuner does not time the others. None: no such limit.
+    max_extra_waves: int | None = None
 
     @property
     def looped_column_tiles(self) -> bool:

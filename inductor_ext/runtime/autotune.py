@@ -5,20 +5,100 @@ kernel's inductor_meta) and hands it to Inductor's CachingAutotuner, which bench
 once on first launch and caches the winner like any Inductor kernel. The grid (programs,
 hence the workspace) is the same for every config; only rows per iteration, warps and
 pipelining stages differ.
+
+Before timing, configs whose registers would run the grid in more waves than the plan
+allows (`LaunchPlan.max_extra_waves`) are dropped: at short kernels a second wave costs
+more than Inductor's timing noise shows (bench/NOTES.md, session 12).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from torch._inductor.runtime.triton_heuristics import (
+    CachingAutotuner,
+    DebugAutotuner,
     HeuristicType,
     cached_autotune,
     config_from_dict,
 )
 
+from .. import compat
+from ..logs import log
+
 #: inductor_meta key holding the list of config dicts.
 CONFIGS_KEY = "inductor_ext_configs"
+#: inductor_meta key holding the plan (LaunchPlan as a dict).
+PLAN_KEY = "inductor_ext_plan"
+#: Registers are allocated to a warp in units of this many.
+_REGISTER_UNIT = 256
+
+
+def resident_per_sm(n_regs: int | None, num_warps: int, props: Any) -> int | None:
+    """Programs of this config one SM holds at once, by registers and thread slots
+    (None when the compiler or the device did not say)."""
+    regs_per_sm = getattr(props, "regs_per_multiprocessor", None)
+    threads_per_sm = getattr(props, "max_threads_per_multi_processor", None)
+    if not n_regs or not regs_per_sm or not threads_per_sm:
+        return None
+    warp_size = getattr(props, "warp_size", None) or 32
+    regs_per_warp = math.ceil(n_regs * warp_size / _REGISTER_UNIT) * _REGISTER_UNIT
+    by_registers = regs_per_sm // regs_per_warp // num_warps
+    by_threads = threads_per_sm // (num_warps * warp_size)
+    return min(by_registers, by_threads) or None
+
+
+def waves(programs: int, n_regs: int | None, num_warps: int, props: Any) -> int | None:
+    """Waves the grid runs in (None when unknown)."""
+    per_sm = resident_per_sm(n_regs, num_warps, props)
+    sms = getattr(props, "multi_processor_count", None)
+    if per_sm is None or not sms:
+        return None
+    return -(-programs // (per_sm * sms))
+
+
+def within_planned_waves(launchers: Sequence[Any], plan: dict[str, Any],
+                         props: Any) -> list[Any]:
+    """The launchers whose waves are at most the fewest plus the plan's allowance; the
+    ones with unknown waves stay, and so does everything if nothing would."""
+    allowance = plan.get("max_extra_waves")
+    programs = plan.get("programs")
+    if allowance is None or not programs or len(launchers) < 2:
+        return list(launchers)
+    counted = [(launcher, waves(programs, getattr(launcher, "n_regs", None),
+                                launcher.config.num_warps, props))
+               for launcher in launchers]
+    known = [w for _, w in counted if w is not None]
+    if not known:
+        return list(launchers)
+    limit = min(known) + allowance
+    kept = [launcher for launcher, w in counted if w is None or w <= limit]
+    if len(kept) < len(launchers):
+        log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves; "
+                  "not timed", programs,
+                  [dict(launcher.config.kwargs, num_warps=launcher.config.num_warps)
+                   for launcher, w in counted if w is not None and w > limit],
+                  limit)
+    return kept
+
+
+class _PlannedWaves:
+    """Mixin for Inductor's autotuners: time only the configs within the planned waves."""
+
+    def benchmark_all_configs(self, *args: Any, **kwargs: Any) -> Any:
+        self.launchers = within_planned_waves(
+            self.launchers, self.inductor_meta.get(PLAN_KEY) or {}, self.device_props)
+        return super().benchmark_all_configs(*args, **kwargs)
+
+
+class MixOrderAutotuner(_PlannedWaves, CachingAutotuner):
+    pass
+
+
+class MixOrderDebugAutotuner(_PlannedWaves, DebugAutotuner):
+    pass
 
 
 def mix_order_autotune(config: dict[str, Any], filename: str, triton_meta: dict[str, Any],
@@ -31,4 +111,5 @@ def mix_order_autotune(config: dict[str, Any], filename: str, triton_meta: dict[
         inductor_meta=inductor_meta,
         heuristic_type=HeuristicType.FIXED,
         filename=filename,
+        **compat.autotuner_classes(MixOrderAutotuner, MixOrderDebugAutotuner),
     )

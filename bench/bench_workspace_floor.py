@@ -1,0 +1,208 @@
+"""What the column partials of a LayerNorm backward cost, piece by piece.
+
+A self-contained Triton kernel shaped like our fused persistent kernel (strided rows,
+next row block double-buffered in registers, dx and both row sums per row) is timed with
+the same GraphTimer and L2 flush as bench_norm_bwd.py, with its dw/db partials
+(a) left out, (b) written as one fp32 workspace row per program and summed by a second
+kernel (our design; with and without programmatic dependent launch), (c) added with fp32
+atomics into one row and cast by a second kernel, with and without the memset that zeroes
+that row (not deterministic: a bound, not a candidate). The differences say what a design
+that keeps the partials in fp32 pays on top of the row reduction, against the 0.90-of-copy
+line.
+
+    python bench/bench_workspace_floor.py --shape 4096x4096 --configs 256x1x8,128x2x16
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import FLUSH_MODES, GraphTimer, copy_tbps, min_bytes  # noqa: E402
+
+#: What the kernel does with its column partials.
+NO_PARTIALS, WORKSPACE, ATOMICS = 0, 1, 2
+
+
+@triton.jit
+def _ln_backward(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, ws_ptr, M,
+                 N: tl.constexpr, XB: tl.constexpr, PARTIALS: tl.constexpr,
+                 TRIGGER: tl.constexpr):
+    cols = tl.arange(0, N)[None, :]
+    lanes = tl.arange(0, XB)[:, None]
+    start = tl.program_id(0) * XB
+    step = tl.num_programs(0) * XB
+    acc_dw = tl.zeros([XB, N], tl.float32)
+    acc_db = tl.zeros([XB, N], tl.float32)
+    rows = start + lanes
+    dy = tl.load(dy_ptr + rows * N + cols, eviction_policy="evict_first")
+    x = tl.load(x_ptr + rows * N + cols, eviction_policy="evict_first")
+    mean = tl.load(mean_ptr + rows)
+    rstd = tl.load(rstd_ptr + rows)
+    for offset in tl.range(start, M, step):
+        rows = offset + lanes
+        ahead = tl.minimum(offset + step, M - XB) + lanes
+        dy_next = tl.load(dy_ptr + ahead * N + cols, eviction_policy="evict_first")
+        x_next = tl.load(x_ptr + ahead * N + cols, eviction_policy="evict_first")
+        mean_next = tl.load(mean_ptr + ahead)
+        rstd_next = tl.load(rstd_ptr + ahead)
+        w = tl.load(w_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+        dyf = dy.to(tl.float32)
+        xhat = (x.to(tl.float32) - mean) * rstd
+        wdy = w * dyf
+        sum_wdy = tl.sum(wdy, 1)[:, None]
+        sum_wdy_xhat = tl.sum(wdy * xhat, 1)[:, None]
+        dx = (rstd / N) * (wdy * N - sum_wdy - xhat * sum_wdy_xhat)
+        tl.store(dx_ptr + rows * N + cols, dx.to(dx_ptr.dtype.element_ty))
+        if PARTIALS != 0:
+            acc_dw += dyf * xhat
+            acc_db += dyf
+        dy, x, mean, rstd = dy_next, x_next, mean_next, rstd_next
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    if PARTIALS == 1:
+        slot = tl.program_id(0) * 2 * N
+        tl.store(ws_ptr + slot + cols, tl.sum(acc_dw, 0)[None, :])
+        tl.store(ws_ptr + slot + N + cols, tl.sum(acc_db, 0)[None, :])
+    if PARTIALS == 2:
+        tl.atomic_add(ws_ptr + cols, tl.sum(acc_dw, 0)[None, :], sem="relaxed")
+        tl.atomic_add(ws_ptr + N + cols, tl.sum(acc_db, 0)[None, :], sem="relaxed")
+
+
+@triton.jit
+def _fold(ws_ptr, dw_ptr, db_ptr, ROWS: tl.constexpr, ROWS_P2: tl.constexpr,
+          N: tl.constexpr, COLS: tl.constexpr, WAIT: tl.constexpr):
+    if WAIT:
+        tl.extra.cuda.gdc_wait()
+    cols = tl.program_id(0) * COLS + tl.arange(0, COLS)[None, :]
+    rows = tl.arange(0, ROWS_P2)[:, None]
+    mask = (rows < ROWS) & (cols < N)
+    dw = tl.load(ws_ptr + rows * 2 * N + cols, mask, other=0.0)
+    db = tl.load(ws_ptr + rows * 2 * N + N + cols, mask, other=0.0)
+    tl.store(dw_ptr + cols, tl.sum(dw, 0)[None, :].to(dw_ptr.dtype.element_ty), cols < N)
+    tl.store(db_ptr + cols, tl.sum(db, 0)[None, :].to(db_ptr.dtype.element_ty), cols < N)
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """Largest error relative to the largest reference value (bf16 rounding is ~4e-3)."""
+    return float((got.float() - want).abs().max() / want.abs().max())
+
+
+def parse_configs(spec: str) -> list[tuple[int, int, int]]:
+    """'256x1x8,128x2x16' -> [(programs, rows per iteration, warps), ...]."""
+    out = []
+    for item in spec.split(","):
+        try:
+            programs, rows, warps = (int(v) for v in item.split("x"))
+        except ValueError:
+            raise SystemExit(f"config {item!r} is not PROGRAMSxROWSxWARPS") from None
+        out.append((programs, rows, warps))
+    return out
+
+
+class Problem(NamedTuple):
+    x: torch.Tensor
+    dy: torch.Tensor
+    w: torch.Tensor
+    mean: torch.Tensor
+    rstd: torch.Tensor
+    dx: torch.Tensor
+    dw: torch.Tensor
+    db: torch.Tensor
+    ref_dx: torch.Tensor
+    ref_dw: torch.Tensor
+    ref_db: torch.Tensor
+
+
+def time_config(timer: GraphTimer, p: Problem, programs: int, rows: int, warps: int) -> None:
+    """Print the end-to-end time of each way of handling the partials at one launch shape."""
+    M, N = p.x.shape
+    ws = torch.empty(programs, 2, N, device="cuda")
+    fold_cols = 16
+
+    def kernel(partials: int, trigger: bool = False) -> None:
+        _ln_backward[(programs,)](p.dy, p.x, p.w, p.mean, p.rstd, p.dx, ws, M, N=N, XB=rows,
+                                  PARTIALS=partials, TRIGGER=trigger, num_warps=warps)
+
+    def fold(rows_in: int, wait: bool = False) -> None:
+        _fold[(triton.cdiv(N, fold_cols),)](
+            ws, p.dw, p.db, ROWS=rows_in, ROWS_P2=triton.next_power_of_2(rows_in), N=N,
+            COLS=fold_cols, WAIT=wait, num_warps=4, **({"launch_pdl": True} if wait else {}))
+
+    cases = {
+        "no dw/db partials": lambda: kernel(NO_PARTIALS),
+        "workspace, kernel alone": lambda: kernel(WORKSPACE),
+        "workspace + fold": lambda: (kernel(WORKSPACE), fold(programs)),
+        "atomics, kernel alone": lambda: kernel(ATOMICS),
+        "atomics + cast": lambda: (kernel(ATOMICS), fold(1)),
+        "atomics + memset + cast": lambda: (ws.zero_(), kernel(ATOMICS), fold(1)),
+    }
+    if torch.cuda.get_device_capability()[0] >= 9:
+        cases["workspace + fold (PDL)"] = lambda: (kernel(WORKSPACE, trigger=True),
+                                                   fold(programs, wait=True))
+    print(f"{programs} programs x {rows} rows per iteration x {warps} warps "
+          f"({M // (programs * rows)} iterations):")
+    for name, fn in cases.items():
+        _, _, graph = timer.run(fn)
+        us = timer.time_us(graph)
+        errors = {"dx": relative_error(p.dx, p.ref_dx)}
+        if "fold" in name or "memset" in name:  # the others leave dw/db unwritten
+            errors.update(dw=relative_error(p.dw, p.ref_dw), db=relative_error(p.db, p.ref_db))
+        for what, err in errors.items():
+            if err > 2 ** -7:
+                raise SystemExit(f"{name}: {what} off by {err:.2e} of its largest value")
+        print(f"  {name:26s} {us:7.1f} us end to end  "
+              f"({'/'.join(errors)} within {max(errors.values()):.1e})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="4096x4096", help="MxN of the bf16 LayerNorm")
+    ap.add_argument("--configs", default="256x1x8,128x2x16",
+                    help="PROGRAMSxROWSxWARPS launches to try, comma-separated")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_workspace_floor needs a CUDA device")
+        return 2
+    M, N = (int(v) for v in args.shape.split("x"))
+    if N & (N - 1):
+        raise SystemExit(f"N={N}: this kernel holds a whole row, N must be a power of two")
+    torch.manual_seed(0)
+    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
+    w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    mean = x.float().mean(1)
+    rstd = torch.rsqrt(x.float().var(1, unbiased=False) + 1e-5)
+    xhat = (x.float() - mean[:, None]) * rstd[:, None]
+    ref_dw, ref_db = (dy.float() * xhat).sum(0), dy.float().sum(0)
+    wdy = w.float() * dy.float()
+    ref_dx = (rstd[:, None] / N) * (wdy * N - wdy.sum(1, keepdim=True)
+                                    - xhat * (wdy * xhat).sum(1, keepdim=True))
+    del wdy
+    dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+    problem = Problem(x, dy, w, mean, rstd, dx, dw, db, ref_dx, ref_dw, ref_db)
+    timer = GraphTimer(args.flush)
+    line_us = 0.90 ** -1 * min_bytes("ln", M, N, 2) / (copy_tbps(timer) * 1e12) * 1e6
+    a, b = x.view(-1), dy.view(-1)
+    _, _, graph = timer.run(lambda: torch.add(a, b, out=dx.view(-1)))
+    print(f"{args.shape} bf16: 0.90 of copy is {line_us:.1f} us; "
+          f"same-size torch add {timer.time_us(graph):.1f} us (end to end, timed graph)")
+
+    for programs, rows, warps in parse_configs(args.configs):
+        if M % rows or M < programs * rows:
+            raise SystemExit(f"{programs}x{rows}: M={M} needs a multiple of {rows} rows "
+                             "and a row block per program")
+        time_config(timer, problem, programs, rows, warps)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

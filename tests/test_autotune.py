@@ -1,0 +1,129 @@
+"""Which launch configs Inductor's autotuner gets to time: the planned waves."""
+
+import torch
+from torch._inductor.runtime.hints import DeviceProperties
+from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+from torch._inductor.utils import run_and_get_code
+from triton import Config
+
+import inductor_ext
+from inductor_ext.codegen.cuda import CudaFlavor
+from inductor_ext.codegen.flavor import ShapeInfo
+from inductor_ext.runtime import autotune
+from inductor_ext.testing.reference import assert_close, rms_backward
+
+#: An H100's limits, as Inductor's DeviceProperties carries them.
+H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9,
+                        regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
+                        max_threads_per_block=1024, warp_size=32)
+
+
+class _Launcher:
+    """What the filter reads of Inductor's launchers: the config and the registers."""
+
+    def __init__(self, xblock: int, num_warps: int, n_regs: int | None) -> None:
+        self.config = Config({"XBLOCK": xblock}, num_warps=num_warps)
+        self.n_regs = n_regs
+
+
+_launcher = _Launcher
+
+
+#: LayerNorm 4096x4096 bf16 on the H100 (bench/results/autotune_configs_h100.csv):
+#: (rows per iteration, warps, registers).
+LN_4096 = [(2, 8, 225), (2, 16, 122), (1, 4, 251), (1, 8, 128), (1, 16, 80)]
+
+
+def test_programs_per_sm_follow_registers_and_threads():
+    # 128 registers x 256 threads: two programs fill the 64K register file
+    assert autotune.resident_per_sm(128, 8, H100) == 2
+    # 225 registers round up to 232 per thread (256 per warp): one program of 8 warps
+    assert autotune.resident_per_sm(225, 8, H100) == 1
+    # few registers: the 2048 thread slots bound it
+    assert autotune.resident_per_sm(32, 4, H100) == 16
+    # 255 registers x 1024 threads fit nowhere: unknown rather than zero
+    assert autotune.resident_per_sm(255, 32, H100) is None
+    assert autotune.resident_per_sm(None, 8, H100) is None
+    assert autotune.waves(256, 128, 8, H100) == 1
+    assert autotune.waves(256, 122, 16, H100) == 2
+
+
+def test_configs_beyond_the_planned_waves_are_not_timed():
+    launchers = [_launcher(*c) for c in LN_4096]
+    kept = autotune.within_planned_waves(launchers, {"programs": 256, "max_extra_waves": 0},
+                                         H100)
+    assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in kept] == [(1, 4), (1, 8)]
+    # one extra wave allowed (a long kernel): all five are timed
+    assert autotune.within_planned_waves(
+        launchers, {"programs": 256, "max_extra_waves": 1}, H100) == launchers
+    # no allowance in the plan (one config, or an older plan): untouched
+    assert autotune.within_planned_waves(launchers, {"programs": 256}, H100) == launchers
+
+
+def test_unknown_registers_are_kept_and_nothing_is_emptied():
+    unknown = _launcher(2, 8, None)
+    launchers = [_launcher(2, 8, 225), unknown, _launcher(1, 8, 128)]
+    kept = autotune.within_planned_waves(launchers, {"programs": 256, "max_extra_waves": 0},
+                                         H100)
+    assert kept == [unknown, launchers[2]]
+    cpu = DeviceProperties(type="cpu", index=None, multi_processor_count=2, cc="")
+    assert autotune.within_planned_waves(
+        launchers, {"programs": 256, "max_extra_waves": 0}, cpu) == launchers
+
+
+def _shape(M: int, N: int, elem_bytes: int) -> ShapeInfo:
+    nbytes = 3 * M * N * elem_bytes
+    return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=2, elem_bytes=elem_bytes,
+                     shared_bytes=2 * M * N * elem_bytes, total_bytes=nbytes,
+                     unfused_bytes=nbytes * 5 // 3, row_elem_bytes=elem_bytes,
+                     device=torch.device("cpu"))
+
+
+def test_short_kernels_allow_no_extra_wave_and_long_ones_several():
+    flavor = CudaFlavor()
+    assert flavor.extra_waves_allowed(_shape(4096, 4096, 2), 256) == 0
+    assert flavor.extra_waves_allowed(_shape(576000, 384, 4), 512) >= 4
+
+
+class _StubAutotuner:
+    """Stands in for Inductor's autotuner: times whatever launchers it is left with."""
+
+    def benchmark_all_configs(self, *args, **kwargs):
+        return {launcher: 1.0 for launcher in self.launchers}
+
+
+class _Tuner(autotune._PlannedWaves, _StubAutotuner):
+    def __init__(self, launchers, plan):
+        self.launchers, self.inductor_meta, self.device_props = launchers, plan, H100
+
+
+def test_the_benchmark_step_drops_configs_before_timing():
+    launchers = [_launcher(*c) for c in LN_4096]
+    tuner = _Tuner(launchers, {autotune.PLAN_KEY: {"programs": 256, "max_extra_waves": 0}})
+    timed = tuner.benchmark_all_configs()
+    assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in timed] == [(1, 4), (1, 8)]
+    assert tuner.launchers == list(timed)
+    # a kernel without our plan in its metadata is left alone
+    assert len(_Tuner(launchers, {}).benchmark_all_configs()) == 5
+
+
+def test_fused_kernels_with_configs_get_our_autotuner(plugin, monkeypatch):
+    """The plan carries the allowance and the fused kernel is built as a
+    MixOrderAutotuner (the interpreter itself runs the first config untimed)."""
+    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    kinds = []
+    run = CachingAutotuner.run
+
+    def recording_run(self, *args, **kwargs):
+        if autotune.PLAN_KEY in self.inductor_meta:
+            kinds.append(type(self))
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(CachingAutotuner, "run", recording_run)
+    args = (torch.randn(256, 40), torch.randn(40), torch.randn(256, 40),
+            torch.rand(256, 1) + 0.5)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "'max_extra_waves': 0" in code
+    assert kinds == [autotune.MixOrderAutotuner]
+    assert_close(got, rms_backward(*[a.double() for a in args]))
