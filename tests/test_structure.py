@@ -51,7 +51,7 @@ def test_one_fused_kernel_with_workspace_and_final_sum(plugin):
 def test_aten_final_step_when_the_flavor_has_none(plugin, monkeypatch):
     from inductor_ext.codegen.cuda import CudaFlavor
 
-    monkeypatch.setattr(CudaFlavor, "finalize_block", lambda self, N, P, K: None)
+    monkeypatch.setattr(CudaFlavor, "finalize_block", lambda self, *args, **kwargs: None)
     args = _inputs()
     out, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -850,6 +850,36 @@ def test_program_count(monkeypatch, M, N, partials, settings, programs):
     assert plan.programs == programs
     if N <= flavor.prefetch_max_n:
         assert plan.prefetch == (M >= flavor.prefetch_min_rows * programs)
+
+
+@pytest.mark.parametrize("M,N,warps", [
+    (8192, 16384, 4),  # 1024 final-step programs of 16 columns: more than 4 per SM
+    (16384, 8192, 8),  # 512: within 4 per SM
+    (4096, 4096, 8),
+    (262144, 128, 8),  # 8 programs
+])
+def test_final_step_warps_follow_its_program_count(monkeypatch, M, N, warps):
+    flavor = _h100_like(monkeypatch)
+    plan = flavor.plan(_norm_shape(M, N, 2), None)
+    assert plan.final_step_warps == warps
+    assert flavor.finalize_block(N, plan.programs, 2, warps=plan.final_step_warps).num_warps \
+        == warps
+    assert flavor.finalize_block(N, plan.programs, 2).num_warps == flavor.final_step_warps
+
+
+def test_generated_final_step_launches_with_the_plan_warps(plugin):
+    """On CPU the plan counts 2 SMs: 256 columns are 16 final-step programs, more than 4
+    per SM, so the final step's config carries half of `final_step_warps`."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    args = _inputs(M=32, N=256)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    final = next(src for src in code.split("async_compile.triton(")[1:]
+                 if "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):" in src)
+    config = final.split("config=")[1].split("}")[0]
+    assert f"'num_warps': {CudaFlavor.final_step_warps // 2}," in config
+    assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
 @pytest.mark.parametrize("programs", [1, 7, 132, 528])

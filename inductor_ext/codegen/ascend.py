@@ -104,7 +104,7 @@ class AscendFlavor(TargetFlavor):
     def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
         return {}  # triton-ascend ignores or rejects num_warps / num_stages
 
-    def finalize_block(self, N: int, programs: int, partials: int) -> None:
+    def finalize_block(self, N: int, programs: int, partials: int, warps: int = 0) -> None:
         """The final step stays the ATen reduce on Ascend: the generated one is not yet
         through the triton-ascend lowering check."""
         return None

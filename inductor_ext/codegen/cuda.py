@@ -126,6 +126,11 @@ class CudaFlavor(TargetFlavor):
     #: within 3% of the resident ones and were sometimes picked (LayerNorm 4096x4096: 256
     #: programs in two waves, 0.83 -> 0.74 of copy; bench/NOTES.md, session 12).
     wave_cost_share = 0.02
+    #: Final steps with more programs than this per SM run them at half the warps: at
+    #: N=16384 (1024 programs of 16 columns) 4 warps took 8.4-8.9 us against 9.3-9.5 (ln)
+    #: and 5.7 against 6.4-6.5 (rms); at 256 or 8 programs 8 warps were faster (rms
+    #: 32768x4096 5.5 vs 6.2, ln 262144x128 3.7 vs 5.2; bench/NOTES.md, session 12).
+    final_step_programs_per_sm = 4
     #: Fixed cost of the extra launch of the final step, in seconds.
     finalize_launch_s = 3e-6
     #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
@@ -260,7 +265,16 @@ class CudaFlavor(TargetFlavor):
                           l2_prefetch=self.l2_prefetch_for(shape, double_buffered=prefetch),
                           final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device),
                           max_extra_waves=self.extra_waves_allowed(shape, programs)
-                          if configs else None)
+                          if configs else None,
+                          final_step_warps=self.final_step_warps_for(shape))
+
+    def final_step_warps_for(self, shape: ShapeInfo) -> int:
+        """`final_step_warps`, halved when the final step has more programs (one per
+        `final_step_columns` columns) than `final_step_programs_per_sm` per SM."""
+        programs = -(-shape.N // min(self.final_step_columns, next_pow2(shape.N)))
+        if programs > self.final_step_programs_per_sm * _sm_count(shape.device):
+            return max(1, self.final_step_warps // 2)
+        return self.final_step_warps
 
     def extra_waves_allowed(self, shape: ShapeInfo, programs: int) -> int:
         """Waves beyond the fewest that a timed config may take: each costs about two load

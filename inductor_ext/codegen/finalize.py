@@ -133,7 +133,7 @@ def emit(kernel: MixOrderKernelMixin, scheduling: Any, node_schedule: Any,
     K = len(kernel.partials)
     P = kernel.plan.programs
     N = int(kernel.numels["r0_"])
-    block = kernel.flavor.finalize_block(N, P, K)
+    block = kernel.flavor.finalize_block(N, P, K, warps=kernel.plan.final_step_warps)
     if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
         return None
     src, triton_meta = source(kernel, main_src, block)

@@ -52,6 +52,8 @@ class LaunchPlan:
     #: may run the grid in (registers and threads decide how many programs an SM holds);
     #: the autotuner does not time the others. None: no such limit.
     max_extra_waves: int | None = None
+    #: Warps per program of the final step; 0: the flavor's `final_step_warps`.
+    final_step_warps: int = 0
 
     @property
     def looped_column_tiles(self) -> bool:
@@ -119,12 +121,15 @@ class TargetFlavor:
     final_step_tile: ClassVar[int] = 16384
     final_step_warps: ClassVar[int] = 8
 
-    def finalize_block(self, N: int, programs: int, partials: int) -> FinalizeBlock | None:
-        """Tile of the generated final step (None: use the ATen step)."""
+    def finalize_block(self, N: int, programs: int, partials: int,
+                       warps: int = 0) -> FinalizeBlock | None:
+        """Tile of the generated final step (None: use the ATen step); `warps` is the
+        plan's `final_step_warps`."""
         columns = min(self.final_step_columns, next_pow2(N))
         tile = max(2048, self.final_step_tile // max(1, partials))
         rows = max(1, min(next_pow2(programs), prev_pow2(tile // columns)))  # tl.arange: 2^k
-        return FinalizeBlock(columns=columns, rows=rows, num_warps=self.final_step_warps)
+        return FinalizeBlock(columns=columns, rows=rows,
+                             num_warps=warps or self.final_step_warps)
 
     def finalize_launch_options(self, block: FinalizeBlock) -> dict[str, int]:
         return {"num_warps": block.num_warps, "num_stages": 1}
