@@ -48,6 +48,7 @@ from common import (  # noqa: E402
 )
 
 import inductor_ext  # noqa: E402
+from inductor_ext.runtime.autotune import PLAN_KEY  # noqa: E402
 
 ALL_VARIANTS = "eager,inductor_nomix,inductor_mix,liger,inductor_ext,inductor_ext_ascend"
 FIELDS = ["op", "M", "N", "dtype", "variant", "us", "TBps", "copy_frac", "shape_copy_frac",
@@ -213,7 +214,7 @@ def log_autotuning(path: str) -> None:
 
     def logged(self, *args, **kwargs):
         timings = original(self, *args, **kwargs)
-        plan = self.inductor_meta.get("inductor_ext_plan")
+        plan = self.inductor_meta.get(PLAN_KEY)
         if plan:
             new = not os.path.exists(path)
             with open(path, "a", newline="") as f:

@@ -62,6 +62,12 @@ def _partial_bytes(shape: ShapeInfo) -> int:
     return 4 * shape.num_columns * shape.N
 
 
+def _fused_dram_seconds(shape: ShapeInfo, programs: int) -> float:
+    """The fused kernel's bytes, its workspace included, at the device's DRAM bandwidth."""
+    return (shape.total_bytes + programs * _partial_bytes(shape)) / _dram_bytes_per_s(
+        shape.device)
+
+
 class CudaFlavor(TargetFlavor):
     name = "cuda"
     device_types = ("cuda", "xpu", "cpu")
@@ -266,13 +272,14 @@ class CudaFlavor(TargetFlavor):
                           final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device),
                           max_extra_waves=self.extra_waves_allowed(shape, programs)
                           if configs else None,
-                          final_step_warps=self.final_step_warps_for(shape))
+                          final_step_warps=self.final_step_warps_for(shape, programs))
 
-    def final_step_warps_for(self, shape: ShapeInfo) -> int:
-        """`final_step_warps`, halved when the final step has more programs (one per
-        `final_step_columns` columns) than `final_step_programs_per_sm` per SM."""
-        programs = -(-shape.N // min(self.final_step_columns, next_pow2(shape.N)))
-        if programs > self.final_step_programs_per_sm * _sm_count(shape.device):
+    def final_step_warps_for(self, shape: ShapeInfo, programs: int) -> int:
+        """`final_step_warps`, halved when the final step (over the workspace of `programs`
+        rows) has more programs than `final_step_programs_per_sm` per SM."""
+        block = self.finalize_block(shape.N, programs, shape.num_columns)
+        if block is not None and (block.programs(shape.N)
+                                  > self.final_step_programs_per_sm * _sm_count(shape.device)):
             return max(1, self.final_step_warps // 2)
         return self.final_step_warps
 
@@ -280,8 +287,7 @@ class CudaFlavor(TargetFlavor):
         """Waves beyond the fewest that a timed config may take: each costs about two load
         round trips, allowed while that stays within `wave_cost_share` of the kernel's
         DRAM time (4096x4096 bf16: none; 576000x384 fp32: seven)."""
-        seconds = (shape.total_bytes + programs * _partial_bytes(shape)) / _dram_bytes_per_s(
-            shape.device)
+        seconds = _fused_dram_seconds(shape, programs)
         return int(self.wave_cost_share * seconds // (2 * self.load_round_trip_s))
 
     def register_partials_budget(self, shape: ShapeInfo) -> float:
@@ -365,8 +371,7 @@ class CudaFlavor(TargetFlavor):
         l2 = _l2_bytes(shape.device)
         second_read = max(0, shape.shared_bytes - l2 // 2)
         t_unfused = (shape.total_bytes + second_read) / bw
-        ws_bytes = plan.programs * _partial_bytes(shape)
-        t_fused = (shape.total_bytes + ws_bytes) / bw + self.finalize_launch_s
+        t_fused = _fused_dram_seconds(shape, plan.programs) + self.finalize_launch_s
         if plan.register_tiles:
             # Unrolled tiles: a row block's loads are independent, one DRAM round trip per
             # row block; the second pass re-reads the block from L1.

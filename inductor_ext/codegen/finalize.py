@@ -17,6 +17,7 @@ import torch
 from torch._inductor import metrics as inductor_metrics
 
 from ..compat import Placeholder, V, triton_pointer_type, triton_type
+from ..runtime import autotune
 from .combine import COMBINE, TL_REDUCE
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
                        configs=[{(i,): [["tt.divisibility", 16]] for i in aligned}])
     inductor_meta = {
         key: value for key, value in kernel.inductor_meta.items()
-        if key not in ("inductor_ext_plan", "fixed_grid", "num_load", "num_store",
+        if key not in (autotune.PLAN_KEY, "fixed_grid", "num_load", "num_store",
                        "num_reduction", "mutated_arg_names")
     }
     inductor_meta.update(grid_type="FixedGrid", fixed_grid=[str(block.programs(N)), "1", "1"],

@@ -125,7 +125,7 @@ class MixOrderKernelMixin:
     def inductor_meta_common(self) -> dict[str, Any]:  # type: ignore[override]
         out = dict(super().inductor_meta_common())
         out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
-        out["inductor_ext_plan"] = dataclasses.asdict(self.plan)
+        out[autotune.PLAN_KEY] = dataclasses.asdict(self.plan)
         if self.autotuned:
             out[autotune.CONFIGS_KEY] = [dict(c) for c in self.plan.configs]
         return out

@@ -61,8 +61,8 @@ def waves(programs: int, n_regs: int | None, num_warps: int, props: Any) -> int 
 
 def within_planned_waves(launchers: Sequence[Any], plan: dict[str, Any],
                          props: Any) -> list[Any]:
-    """The launchers whose waves are at most the fewest plus the plan's allowance; the
-    ones with unknown waves stay, and so does everything if nothing would."""
+    """The launchers whose waves are at most the fewest plus the plan's allowance (the
+    ones with unknown waves stay; all stay when none is known or the plan sets none)."""
     allowance = plan.get("max_extra_waves")
     programs = plan.get("programs")
     if allowance is None or not programs or len(launchers) < 2:
