@@ -24,7 +24,14 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, FLUSH_MODES, Block, GraphTimer, has_upstream_mix_order  # noqa: E402
+from common import (  # noqa: E402
+    DTYPES,
+    FLUSH_MODES,
+    Block,
+    GraphTimer,
+    has_upstream_mix_order,
+    require_cuda,
+)
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err  # noqa: E402
@@ -72,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5,
                     help="timing rounds, the variants taking turns; the median is reported")
     args = ap.parse_args(argv)
+    require_cuda("bench_block")
     dtype = DTYPES[args.dtype]
     timer = GraphTimer(args.flush)
     rows = []

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import FLUSH_MODES, GraphTimer, print_breakdown  # noqa: E402
+from common import FLUSH_MODES, GraphTimer, print_breakdown, require_cuda  # noqa: E402
 
 
 @triton.jit
@@ -49,9 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", type=int, default=128, help="workspace rows to fold")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench_launch_floor needs a CUDA device")
-        return 2
+    require_cuda("bench_launch_floor")
     M, N = (int(v) for v in args.shape.split("x"))
     a = torch.randn(M * N, device="cuda", dtype=torch.bfloat16)
     b, c = torch.randn_like(a), torch.empty_like(a)

@@ -45,6 +45,7 @@ from common import (  # noqa: E402
     parse_shapes,
     print_breakdown,
     reference_grads,
+    require_cuda,
 )
 
 import inductor_ext  # noqa: E402
@@ -260,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     BREAKDOWN.update(filter(None, args.breakdown.split(",")))
     if args.autotune_log:
         log_autotuning(args.autotune_log)
-    if not torch.cuda.is_available():
-        print("bench_norm_bwd needs a CUDA device")
-        return 2
+    require_cuda("bench_norm_bwd")
     variants = available(args.variants.split(","))
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     timer = GraphTimer(args.flush)

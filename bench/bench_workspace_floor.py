@@ -25,7 +25,13 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import FLUSH_MODES, GraphTimer, copy_tbps, min_bytes  # noqa: E402
+from common import (  # noqa: E402
+    FLUSH_MODES,
+    GraphTimer,
+    copy_tbps,
+    min_bytes,
+    require_cuda,
+)
 
 #: What the kernel does with its column partials.
 NO_PARTIALS, WORKSPACE, ATOMICS = 0, 1, 2
@@ -169,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="PROGRAMSxROWSxWARPS launches to try, comma-separated")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench_workspace_floor needs a CUDA device")
-        return 2
+    require_cuda("bench_workspace_floor")
     M, N = (int(v) for v in args.shape.split("x"))
     if N & (N - 1):
         raise SystemExit(f"N={N}: this kernel holds a whole row, N must be a power of two")

@@ -26,6 +26,12 @@ COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_asce
 OURS = ("inductor_ext", "inductor_ext_ascend")
 
 
+def require_cuda(script: str) -> None:
+    """Stop with one line (no traceback) where the script cannot run."""
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{script} needs a CUDA device (torch.cuda.is_available() is False)")
+
+
 def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:
     """'MxN:dtype,...' with dtype bf16/fp32/fp16 or torch's name (bfloat16, ...)."""
     names = {**DTYPES, **{str(dt).removeprefix("torch."): dt for dt in DTYPES.values()}}

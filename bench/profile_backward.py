@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from common import DTYPES, compile_options, make_problem  # noqa: E402
+from common import DTYPES, compile_options, make_problem, require_cuda  # noqa: E402
 
 import inductor_ext  # noqa: E402
 
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--setting", default="",
                     help="CudaFlavor attributes to set, e.g. 'programs_per_sm=2;tile_elems=8192'")
     args = ap.parse_args()
+    require_cuda("profile_backward")
     from inductor_ext.codegen.cuda import CudaFlavor
 
     for item in filter(None, args.setting.split(";")):

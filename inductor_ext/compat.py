@@ -219,6 +219,30 @@ def install_lowering_hooks() -> None:
     ir.Reduction.create_multilayer = classmethod(_recording_create_multilayer)
 
 
+@functools.cache
+def install_cache_hit_hook(on_hit: Callable[[Any], None]) -> bool:
+    """Call `on_hit(counter_deltas)` after the FX graph cache replays a cached graph's
+    counter changes (FxGraphCache.cache_hit_post_compile, torch 2.11-2.14). False where
+    that seam does not exist: a hit then replays our counters without a log line."""
+    from torch._inductor.codecache import FxGraphCache
+
+    original = FxGraphCache.__dict__.get("cache_hit_post_compile")
+    if not isinstance(original, staticmethod):
+        return False
+    replay = original.__func__
+
+    def cache_hit_post_compile(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        out = replay(graph, *args, **kwargs)
+        try:
+            on_hit(getattr(graph, "counter_deltas", None))
+        except Exception:  # a log line must never break loading a cached graph
+            log.debug("inductor_ext: cache-hit log failed", exc_info=True)
+        return out
+
+    FxGraphCache.cache_hit_post_compile = staticmethod(cache_hit_post_compile)
+    return True
+
+
 def computed_buffer_for(record: UnsplitReduction, name: str) -> ir.ComputedBuffer:
     """A throw-away ComputedBuffer of the unsplit reduction, used only for its LoopBody."""
     data = ir.Reduction(

@@ -1,18 +1,21 @@
 """User-facing options of inductor_ext, built on PyTorch's config-module machinery.
 
-Every option supports ``inductor_ext.config.patch(...)`` and ``INDUCTOR_EXT_*`` environment
-defaults. Values are validated by :func:`validate` when a compile uses them, so a bad value
-fails loudly with the option's name instead of silently falling back.
+Every option supports ``inductor_ext.config.patch(...)``; ``always_fuse`` and ``target``
+take their defaults from ``INDUCTOR_EXT_ALWAYS_FUSE`` / ``INDUCTOR_EXT_TARGET``. Values are
+validated by :func:`validate` when a compile uses them, so a bad value (or a bad
+environment variable) fails loudly with its name instead of silently falling back.
 """
 
 
 import sys
 from typing import Optional
 
-from torch.utils._config_module import Config, install_config_module
+from torch.utils._config_module import install_config_module
+
+from . import envvars
 
 #: Fuse every legal pair, skipping the profitability model (tests use it on small shapes).
-always_fuse: bool = Config(default=False, env_name_default="INDUCTOR_EXT_ALWAYS_FUSE")
+always_fuse: bool = envvars.flag("always_fuse", "INDUCTOR_EXT_ALWAYS_FUSE", False)
 
 #: Rows each program owns (a multiple of BLOCK_M is used). ``None`` lets the target flavor
 #: choose from the device (programs = SMs x k on CUDA, vector cores on Ascend).
@@ -20,7 +23,7 @@ split_size: Optional[int] = None
 
 #: Codegen flavor: "auto" picks from the device ("npu" -> "ascend", else "cuda");
 #: "cuda" or "ascend" force that flavor on any device (both run in the CPU interpreter).
-target: str = Config(default="auto", env_name_default="INDUCTOR_EXT_TARGET")
+target: str = envvars.text("target", "INDUCTOR_EXT_TARGET", "auto")
 
 #: Largest row length (N) the fused kernel keeps persistent (whole row in registers);
 #: longer rows are walked in column tiles (sum partials only; others are declined).
@@ -34,6 +37,8 @@ ascend_ub_bytes: int = 192 * 1024
 
 def validate() -> None:
     """Raise ValueError naming the first option that holds a bad value."""
+    for error in envvars.ERRORS.values():
+        raise ValueError(f"inductor_ext: {error}")
     mod = sys.modules[__name__]
     targets = ("auto", "cuda", "ascend")
     if not isinstance(mod.always_fuse, bool):
@@ -44,7 +49,8 @@ def validate() -> None:
             f"inductor_ext.config.split_size must be None or a positive int, got {split!r}"
         )
     if mod.target not in targets:
-        raise ValueError(f"inductor_ext.config.target must be one of {targets}, got {mod.target!r}")
+        raise ValueError(f"inductor_ext.config.target must be one of {targets}, got "
+                         f"{mod.target!r}{envvars.source_of('target', mod.target)}")
     max_n = mod.max_persistent_n
     if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
         raise ValueError(

@@ -49,8 +49,14 @@ def main() -> None:
     args = parser.parse_args()
     on_gpu = torch.cuda.is_available()
     device = "cuda" if on_gpu else "cpu"
-    if not on_gpu and not interpreter_active():
-        raise SystemExit("No GPU: run with TRITON_INTERPRET=1 to use the Triton interpreter.")
+    try:
+        interpreting = interpreter_active()
+    except RuntimeError as exc:  # Triton missing
+        raise SystemExit(f"inductor_ext demo: {exc}") from None
+    if not on_gpu and not interpreting:
+        raise SystemExit("inductor_ext demo: no GPU, so the kernels run in Triton's "
+                         "interpreter, which needs TRITON_INTERPRET=1 in the environment: "
+                         "TRITON_INTERPRET=1 python -m inductor_ext.demo")
     ctx = _maybe_interpret(on_gpu)
     print(f"RMSNorm backward, x [{args.M}, {args.N}] fp32 on {device}"
           f"{'' if on_gpu else ' (Triton interpreter)'}")

@@ -124,6 +124,17 @@ def record_reject(reason: str, nodes: str = "", M: Any = "", N: Any = "",
                                     "reason": reason, "detail": detail})
 
 
+def replayed(counter_deltas: Any) -> dict[str, int]:
+    """Our decisions among an FX-graph cache entry's changes of the "inductor" counters."""
+    out: dict[str, int] = {}
+    for key, count in dict(counter_deltas or {}).items():
+        if count and key == _KERNELS_KEY:
+            out["fused"] = count
+        elif count and key.startswith(_REJECT_PREFIX):
+            out[f"declined {key[len(_REJECT_PREFIX):]}"] = count
+    return out
+
+
 def record_bench(op: str, shape: str, dtype: str, variant: str, time_us: float,
                  tbps: float, copy_fraction: float) -> None:
     """One row of mix_order_bench (the bench scripts call this)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch._inductor import config as inductor_config
 
-from . import compat
+from . import compat, logs, metrics
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass
 from .logs import log
@@ -50,6 +50,7 @@ def options() -> dict[str, Any]:
     """Inductor config entries that turn the plugin on (and upstream's mix-order off)."""
     ext_config.validate()
     compat.install_lowering_hooks()
+    compat.install_cache_hit_hook(_log_cache_hit)
     opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
     if compat.CACHE_KEY_CARRIER_KEY:
         held = getattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)
@@ -62,6 +63,10 @@ def options() -> dict[str, Any]:
     if compat.has_upstream_mix_order():
         opts[compat.UPSTREAM_MIX_ORDER_KEY] = False
     return opts
+
+
+def _log_cache_hit(counter_deltas: Any) -> None:
+    logs.log_cache_hit(metrics.replayed(counter_deltas))
 
 
 def enable() -> None:

@@ -18,18 +18,31 @@ from typing import TextIO
 from .metrics import BENCH_TABLE, FUSION_TABLE, REJECT_TABLE, TABLE_COLUMNS
 
 
+class ReportError(ValueError):
+    """A file given to the report that it cannot read as one of our tables."""
+
+
 def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:
     """Rows of each known table found in `paths`, keyed by table name."""
     by_header = {tuple(["model_name", *cols]): name for name, cols in TABLE_COLUMNS.items()}
     tables: dict[str, list[dict[str, str]]] = collections.defaultdict(list)
     for path in paths:
-        with open(path, newline="") as f:
-            reader = csv.reader(f)
-            header = tuple(next(reader, []))
-            name = by_header.get(header)
-            if name is None:
-                raise ValueError(f"{path}: not an inductor_ext metric table (header {header})")
-            tables[name].extend(dict(zip(header, row)) for row in reader if row)
+        try:
+            with open(path, newline="") as f:
+                reader = csv.reader(f)
+                header = tuple(next(reader, []))
+                name = by_header.get(header)
+                if name is None:
+                    shown = ",".join(header)[:80] or "empty file"
+                    raise ReportError(f"{path}: not an inductor_ext metric table "
+                                      f"(first line: {shown})")
+                tables[name].extend(dict(zip(header, row)) for row in reader if row)
+        except FileNotFoundError:
+            hint = (" (a shell pattern that matched nothing? tables are written only when "
+                    "TORCHINDUCTOR_ENABLED_METRIC_TABLES names them)" if "*" in path else "")
+            raise ReportError(f"{path}: no such file{hint}") from None
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ReportError(f"{path}: cannot be read as CSV ({exc})") from None
     return tables
 
 
@@ -103,7 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("files", nargs="+", help="metric_table_mix_order_*.csv files")
     ap.add_argument("--plot", metavar="PNG", help="write a chart (needs matplotlib)")
     args = ap.parse_args(argv)
-    tables = read_tables(args.files)
+    try:
+        tables = read_tables(args.files)
+    except ReportError as exc:
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
     summarize(tables, sys.stdout)
     if args.plot:
         plot(tables, args.plot)

@@ -53,3 +53,20 @@ def test_shapes_and_minimum_bytes():
         common.parse_shapes("64x128")
     assert common.min_bytes("rms", 4, 8, 2) == 3 * 4 * 8 * 2 + 4 * 4 + 2 * 8 * 2
     assert common.min_bytes("ln", 4, 8, 2) == 3 * 4 * 8 * 2 + 8 * 4 + 4 * 8 * 2
+
+
+GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
+               "profile_backward"]
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
+    """On a machine without CUDA every GPU bench stops with one line, not a traceback."""
+    import importlib
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", [f"{script}.py"])
+    module = importlib.import_module(script)
+    with pytest.raises(SystemExit) as stop:
+        module.main()
+    assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"

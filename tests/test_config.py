@@ -107,3 +107,55 @@ def test_env_var_failure_warns_and_import_torch_still_works():
     assert res.returncode == 0, res.stderr
     assert "imported" in res.stdout
     assert "inductor_ext" in res.stderr and "target" in res.stderr
+
+
+@pytest.mark.parametrize("value,enabled", [("true", True), ("Yes", True), ("ON", True),
+                                           ("1", True), ("false", False), ("off", False),
+                                           ("", False)])
+def test_env_var_accepts_the_usual_spellings(monkeypatch, value, enabled):
+    """The entry point's switch (the subprocess test above runs it from `import torch`)."""
+    import warnings
+
+    import inductor_ext_autoload
+
+    monkeypatch.setenv("INDUCTOR_EXT", value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inductor_ext_autoload.load()
+    assert inductor_ext.is_enabled() is enabled
+
+
+def test_env_var_with_an_unknown_value_warns(monkeypatch):
+    import inductor_ext_autoload
+
+    monkeypatch.setenv("INDUCTOR_EXT", "maybe")
+    with pytest.warns(RuntimeWarning, match="inductor_ext stays off: INDUCTOR_EXT='maybe' "
+                                            "is not a boolean"):
+        inductor_ext_autoload.load()
+    assert not inductor_ext.is_enabled()
+
+
+@pytest.mark.parametrize("value,expected", [("true", True), ("no", False), ("maybe", None)])
+def test_always_fuse_env_var_is_parsed_and_named_in_errors(monkeypatch, value, expected):
+    from inductor_ext import envvars
+
+    monkeypatch.setattr(envvars, "ERRORS", {})
+    monkeypatch.setenv("INDUCTOR_EXT_ALWAYS_FUSE", value)
+    default = envvars.flag("always_fuse", "INDUCTOR_EXT_ALWAYS_FUSE", False)
+    if expected is None:
+        with pytest.raises(ValueError, match="INDUCTOR_EXT_ALWAYS_FUSE='maybe' is not a "
+                                             "boolean"):
+            inductor_ext.config.validate()
+    else:
+        assert default is expected
+        inductor_ext.config.validate()
+
+
+def test_bad_env_vars_are_named_when_the_options_are_used():
+    """Read at import (never failing there), raised when the options are first used."""
+    res = _python("import inductor_ext\ntry:\n    inductor_ext.options()\n"
+                  "except ValueError as e:\n    print(e)\n",
+                  INDUCTOR_EXT_ALWAYS_FUSE="maybe")
+    assert "INDUCTOR_EXT_ALWAYS_FUSE='maybe' is not a boolean" in res.stdout, res.stderr
+    res = _python("import inductor_ext; inductor_ext.options()", INDUCTOR_EXT_TARGET="tpu")
+    assert res.returncode != 0 and "(from INDUCTOR_EXT_TARGET)" in res.stderr

@@ -173,6 +173,59 @@ def test_torch_logs_prints_decisions(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
-    lines = [ln for ln in res.stderr.splitlines() if "inductor_ext:" in ln]
-    assert any("declined" in ln and "not_profitable" in ln for ln in lines), lines
-    assert any("fused" in ln and "M=64" in ln for ln in lines), lines
+    lines = [ln for ln in res.stderr.splitlines() if "inductor_ext" in ln]
+    # One decision, one line: a decline, then a fusion (two handlers printed each twice).
+    assert len(lines) == 2, lines
+    assert "declined" in lines[0] and "not_profitable" in lines[0], lines
+    assert "fused" in lines[1] and "M=64" in lines[1], lines
+
+
+def test_torch_logs_one_line_for_a_fused_kernel_and_one_for_a_cache_hit(tmp_path):
+    """A cold compile logs its one decision; a warm FX-graph cache, which replays the
+    counters without running the pass, logs one line saying what it replayed."""
+    code = textwrap.dedent("""
+        import torch, inductor_ext
+        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.testing.reference import rms_backward
+        args = torch.randn(64, 40), torch.randn(40), torch.randn(64, 40), torch.rand(64, 1)
+        with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()), \\
+                torch._inductor.config.patch(fx_graph_cache=True, force_disable_caches=False), \\
+                inductor_ext.config.patch(always_fuse=True):
+            torch.compile(rms_backward)(*args)
+        print("kernels", inductor_ext.metrics.mix_order_kernels)
+    """)
+    env = {**os.environ, "TORCH_LOGS": "+inductor_ext", "TRITON_INTERPRET": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=600) for _ in range(2)]
+    for res in runs:
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "kernels 1" in res.stdout
+    cold, warm = ([ln for ln in r.stderr.splitlines() if "inductor_ext" in ln] for r in runs)
+    assert len(cold) == 1 and "inductor_ext: fused" in cold[0], cold
+    assert len(warm) == 1 and "FX graph cache hit, replayed fused x1" in warm[0], warm
+
+
+@pytest.mark.parametrize("content", [None, "a,b\n1,2\n", "", b"\x7fELF\xd0\x00"])
+def test_report_bad_input_is_one_line_and_nonzero(tmp_path, capsys, content):
+    """A missing file (a shell pattern that matched nothing), a non-table CSV, an empty or
+    binary file: one error line naming the file, exit 2, no traceback."""
+    path = tmp_path / ("metric_table_mix_order_*.csv" if content is None else "t.csv")
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    assert report.main([str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m inductor_ext.report: error: ")
+    assert str(path) in err[0]
+    if content is None:
+        assert "no such file" in err[0] and "TORCHINDUCTOR_ENABLED_METRIC_TABLES" in err[0]
+
+
+def test_report_on_a_missing_file_exits_without_traceback():
+    res = subprocess.run([sys.executable, "-m", "inductor_ext.report", "/no/such.csv"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert res.stderr.strip() == ("python -m inductor_ext.report: error: /no/such.csv: "
+                                  "no such file")

@@ -894,3 +894,31 @@ def test_balanced_programs_keep_the_longest_program(programs, blocks):
     assert 1 <= balanced <= min(programs, blocks)
     assert -(-blocks // balanced) == most
     assert blocks - (balanced - 1) * most >= 1  # the last program still has a block
+
+
+@pytest.mark.parametrize("layout", ["persistent", "register_tiled", "looped_tiles"])
+def test_float64_partials_workspace_and_final_step(plugin, monkeypatch, layout):
+    """float64 columns: float64 accumulators in every row-loop layout, a float64
+    workspace and final step, and results equal to float64 math to 1e-12."""
+    from inductor_ext.codegen.cuda import CudaFlavor
+
+    x = torch.randn(96, 40, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn_like(x)
+    ctx = contextlib.nullcontext()
+    if layout != "persistent":
+        monkeypatch.setattr(CudaFlavor, "register_tile", 16)
+        monkeypatch.setattr(CudaFlavor, "column_tile", 16)
+        if layout == "looped_tiles":
+            monkeypatch.setattr(CudaFlavor, "register_partials_share", 0.0)
+        ctx = inductor_ext.config.patch(max_persistent_n=16)
+    with ctx:
+        got, codes = run_and_get_code(autograd_grads, torch.compile(rms_norm), [x, w], dy)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    code = next(c for c in codes if "for xoffset in" in c)
+    fused = _fused_kernel_source(code)
+    assert "float32" not in fused and "fp32" not in fused
+    assert ".to(tl.float64)" in fused
+    assert "'ws_ptr': '*fp64'" in code  # the generated final step folds float64
+    for g, r in zip(got, autograd_grads(rms_norm, [x, w], dy)):
+        assert float((g - r).abs().max() / r.abs().max()) <= 1e-12

@@ -64,6 +64,8 @@ def padded_row(shape: ShapeInfo) -> int:
 class AscendFlavor(TargetFlavor):
     name = "ascend"
     device_types = ("npu",)
+    #: The vector units have no float64 arithmetic (nor float64 atomics).
+    accumulator_dtypes = (torch.float32,)
 
     #: Rows per block never exceed this (masks and index math stay small).
     max_block_m = 64

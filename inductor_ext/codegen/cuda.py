@@ -58,8 +58,8 @@ def _hopper_or_later(device: torch.device) -> bool:
 
 
 def _partial_bytes(shape: ShapeInfo) -> int:
-    """One program's fp32 partials: one value per column per column reduction."""
-    return 4 * shape.num_columns * shape.N
+    """One program's partials: one value per column per column reduction."""
+    return shape.accumulator_bytes * shape.num_columns * shape.N
 
 
 def _fused_dram_seconds(shape: ShapeInfo, programs: int) -> float:
@@ -179,7 +179,8 @@ class CudaFlavor(TargetFlavor):
         [M, N] tiles in registers; past `register_budget` of the SM's register file the
         kernel spills (LayerNorm at N=16384 did: 2 fp32 accumulators + x, dy, dx). Such rows
         take the column-tiled path, which the profitability model then weighs."""
-        live = next_pow2(shape.N) * (4 * shape.num_columns + 2 * shape.row_elem_bytes)
+        live = next_pow2(shape.N) * (shape.accumulator_bytes * shape.num_columns
+                                     + 2 * shape.row_elem_bytes)
         return live <= self.register_budget * _register_file_bytes(shape.device)
 
     def programs_for(self, shape: ShapeInfo, block_m: int) -> int:
@@ -272,7 +273,8 @@ class CudaFlavor(TargetFlavor):
                           final_step_pdl=self.final_step_pdl and _hopper_or_later(shape.device),
                           max_extra_waves=self.extra_waves_allowed(shape, programs)
                           if configs else None,
-                          final_step_warps=self.final_step_warps_for(shape, programs))
+                          final_step_warps=self.final_step_warps_for(shape, programs),
+                          accumulator=shape.accumulator)
 
     def final_step_warps_for(self, shape: ShapeInfo, programs: int) -> int:
         """`final_step_warps`, halved when the final step (over the workspace of `programs`

@@ -59,12 +59,13 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     N = int(kernel.numels["r0_"])
     header = main_src.split("@triton_heuristics.")[0].rstrip()
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
-    signature = {"ws_ptr": "*fp32"}
+    acc_dtype = kernel.plan.accumulator_dtype
+    signature = {"ws_ptr": triton_pointer_type(acc_dtype)}
     signature.update({f"out_ptr{k}": triton_pointer_type(d) for k, d in enumerate(out_dtypes)})
     signature.update({"xnumel": "i32", "r0_numel": "i32", "XBLOCK": "constexpr",
                       "R0_BLOCK": "constexpr"})
     aligned = list(range(1, K + 1))
-    if (kernel.ws_offset * 4) % 16 == 0:
+    if (kernel.ws_offset * acc_dtype.itemsize) % 16 == 0:
         aligned.insert(0, 0)
     if N % 4 == 0:
         aligned.append(K + 1)
@@ -107,7 +108,7 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     for part in kernel.partials:
         k = part.index
         lines.append(f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], "
-                     f"{COMBINE[part.reduction_type][0]}, tl.float32)")
+                     f"{COMBINE[part.reduction_type][0]}, {triton_type(acc_dtype)})")
     lines += [
         "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):",
         "        r0_index = r0_offset + r0_base",
@@ -145,7 +146,7 @@ def emit(kernel: MixOrderKernelMixin, scheduling: Any, node_schedule: Any,
 
     def launch() -> None:
         call_args = [kernel.ws_outer_name, *(p.out_name for p in kernel.partials), N, P]
-        arg_types = [torch.float32, *out_dtypes, int, int]
+        arg_types = [kernel.plan.accumulator_dtype, *out_dtypes, int, int]
         V.graph.wrapper_code.generate_kernel_call(
             name, call_args, triton=True, arg_types=arg_types, triton_meta=triton_meta,
             inductor_meta={"grid_type": "FixedGrid"})

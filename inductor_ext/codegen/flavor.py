@@ -54,6 +54,13 @@ class LaunchPlan:
     max_extra_waves: int | None = None
     #: Warps per program of the final step; 0: the flavor's `final_step_warps`.
     final_step_warps: int = 0
+    #: dtype name of the partial accumulators, the workspace and the final step's fold
+    #: (`combine.accumulator_dtype`: float64 for float64 columns, else float32).
+    accumulator: str = "float32"
+
+    @property
+    def accumulator_dtype(self) -> torch.dtype:
+        return getattr(torch, self.accumulator)
 
     @property
     def looped_column_tiles(self) -> bool:
@@ -80,6 +87,12 @@ class ShapeInfo:
     unfused_bytes: int  # bytes the unfused kernels move at least
     row_elem_bytes: int  # bytes per element of all [M, N] tiles loaded or stored
     device: torch.device
+    accumulator: str = "float32"  # dtype name the column partials accumulate in
+
+    @property
+    def accumulator_bytes(self) -> int:
+        """Bytes of one partial (one column of one column reduction)."""
+        return getattr(torch, self.accumulator).itemsize
 
 
 class TargetFlavor:
@@ -87,6 +100,9 @@ class TargetFlavor:
 
     name: ClassVar[str] = ""
     device_types: ClassVar[tuple[str, ...]] = ()
+    #: Accumulator dtypes the flavor can generate; a column needing another is declined
+    #: as `unsupported_dtype`.
+    accumulator_dtypes: ClassVar[tuple[torch.dtype, ...]] = (torch.float32, torch.float64)
 
     def fits(self, shape: ShapeInfo) -> tuple[bool, str]:
         """Whether a whole row stays on chip (a persistent tile); (False, why) if not."""

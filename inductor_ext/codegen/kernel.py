@@ -92,6 +92,11 @@ class MixOrderKernelMixin:
         return not self.persistent_reduction
 
     @property
+    def acc_type(self) -> str:
+        """Triton dtype of the partial accumulators and the workspace."""
+        return compat.triton_type(self.plan.accumulator_dtype)
+
+    @property
     def register_tiles(self) -> int:
         """Static column tiles with partials in registers (0: looped, workspace adds)."""
         return self.plan.register_tiles
@@ -151,7 +156,7 @@ class MixOrderKernelMixin:
         acc = f"_mo_acc{index}"
         self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
         default, combine = COMBINE[reduction_type]
-        val = f"tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]).to(tl.float32)"
+        val = f"tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]).to({self.acc_type})"
         mask = self.accumulate_mask()
         if mask:
             val = f"tl.where({mask}, {val}, {default})"
@@ -201,7 +206,8 @@ class MixOrderKernelMixin:
             body.writeline(line)
         for part in self.partials:
             default, _ = COMBINE[part.reduction_type]
-            body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, tl.float32)")
+            body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
+                           f"{self.acc_type})")
         prefetch = self._prefetch_split() if plan.prefetch else None
         if prefetch is not None:
             # Prologue: the first row block's loads, then each iteration loads the next
@@ -357,7 +363,7 @@ class MixOrderKernelMixin:
             default, _ = COMBINE[part.reduction_type]
             for tile in range(tiles):
                 body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
-                               "tl.float32)")
+                               f"{self.acc_type})")
         body.writeline(self.flavor.loop_statement(self.plan))
         with body.indent():
             self._write_row_block_indices(body)
@@ -530,7 +536,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     inner_name, outer_name, offset = kernel.args.workspace(
         sympy.Integer(plan.programs * K * N), plan.looped_column_tiles,
-        dtype=torch.float32)
+        dtype=plan.accumulator_dtype)
     kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
 
     with kernel:
@@ -590,7 +596,7 @@ def _fusion_row(node: Any, kernel: MixOrderKernelMixin, kernel_name: str,
 
     plan: LaunchPlan = node.plan
     K = len(kernel.partials)
-    ws_bytes = plan.programs * K * int(node.N) * 4
+    ws_bytes = plan.programs * K * int(node.N) * plan.accumulator_dtype.itemsize
     dtypes = sorted({str(V.graph.get_dtype(name)).replace("torch.", "")
                      for name in kernel.args.input_buffers})
     return {

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
+import torch
 
 from .. import compat, metrics
 from .. import config as ext_config
@@ -58,7 +59,7 @@ def _nbytes(name: str) -> tuple[int, int]:
         return 0, 1
 
 
-def shape_info(cand: Candidate) -> ShapeInfo:
+def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> ShapeInfo:
     M_hint = _hint(cand.M)
     N = int(cand.N)
     inner_reads = {d.name for d in cand.inner.read_writes.reads}
@@ -85,7 +86,8 @@ def shape_info(cand: Candidate) -> ShapeInfo:
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
                      unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
-                     device=cand.inner.get_device())
+                     device=cand.inner.get_device(),
+                     accumulator=str(accumulator).replace("torch.", ""))
 
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
@@ -93,9 +95,11 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     reason = legality.check_graph(cand) or legality.check_backend(cand)
     if reason:
         return None, None, reason, ""
+    flavor = flavor_for(cand.inner.get_device(), ext_config.target)
     accepted = []
     for col in cand.columns:
-        bad = legality.check_column(cand, col, accepted)
+        bad = (legality.check_column(cand, col, accepted)
+               or legality.check_accumulator(col, flavor.name, flavor.accumulator_dtypes))
         if bad:
             decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad)
         else:
@@ -103,8 +107,7 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if not accepted:
         return None, None, "", ""
     cand.columns = accepted
-    shape = shape_info(cand)
-    flavor = flavor_for(shape.device, ext_config.target)
+    shape = shape_info(cand, legality.group_accumulator(accepted))
     ok, why = flavor.fits(shape)
     if not ok:
         return None, shape, "not_persistent", why

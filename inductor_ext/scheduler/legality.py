@@ -26,6 +26,7 @@ import sympy
 import torch
 
 from .. import compat
+from ..codegen.combine import accumulator_dtype
 from ..compat import BaseSchedulerNode, V, ir
 from .match import Candidate, ColumnReduction
 
@@ -72,6 +73,25 @@ def check_column(candidate: Candidate, col: ColumnReduction,
         if other.operation_names() & col_ancestors or col_ops & _ancestors(other.absorbed):
             return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
     return None
+
+
+def check_accumulator(col: ColumnReduction, flavor: str,
+                      supported: Sequence[torch.dtype]) -> tuple[str, str] | None:
+    """(reason, detail) when the flavor cannot accumulate this column in its dtype."""
+    dtype = _column_src_dtype(col)
+    acc = accumulator_dtype(dtype) if dtype is not None else None
+    if acc not in supported:
+        return "unsupported_dtype", (f"{col.out_name} accumulates in {acc}, which the "
+                                     f"{flavor} flavor cannot generate")
+    return None
+
+
+def group_accumulator(columns: Sequence[ColumnReduction]) -> torch.dtype:
+    """One workspace holds every partial of a group: the widest accumulator any of its
+    columns needs (widening the others is exact)."""
+    dtypes = [accumulator_dtype(d) for col in columns
+              if (d := _column_src_dtype(col)) is not None]
+    return max(dtypes, key=lambda d: d.itemsize, default=torch.float32)
 
 
 def _ancestors(nodes: Sequence[BaseSchedulerNode]) -> set[str]:

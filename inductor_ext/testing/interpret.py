@@ -3,7 +3,9 @@
 Under :func:`cpu_interpret`, ``torch.compile`` on CPU tensors emits Triton (Inductor's
 ``cpu_backend="triton"``) and runs it with ``TRITON_INTERPRET=1``, through the plugin's
 whole path: hook, codegen, launch and final sum. Two things need patching for that: the
-Triton backend hash (no driver is active) and ``libdevice`` (resolved to ``tl.math``).
+Triton backend hash (no driver is active) and ``libdevice``: names ``tl.math`` has resolve
+there, and the interpreter, which runs no extern library, evaluates libdevice's other calls
+(``isnan``, ``isinf``, ``tanh`` of tanh-GELU, ...) with numpy (`_LIBDEVICE_NUMPY`).
 """
 
 from __future__ import annotations
@@ -19,17 +21,101 @@ _INTERPRET_HASH = "INDUCTOR-EXT-TRITON-INTERPRETER"
 
 
 class _InterpreterLibdevice:
-    """libdevice stand-in: every name resolves to triton.language.math, else the original."""
+    """libdevice stand-in: a name triton.language.math has resolves there (the interpreter
+    runs those); any other is CUDA libdevice's function (the generic module holds stubs
+    that a compiler backend replaces), called with the interpreter's semantic (the
+    interpreter patches tl's builtins, not libdevice's), so that its extern call reaches
+    `_extern_calls_with_numpy`."""
 
     def __init__(self, original: Any) -> None:
         self._original = original
 
     def __getattr__(self, name: str) -> Any:
         import triton.language as tl
+        from triton.runtime.interpreter import interpreter_semantic
 
         if hasattr(tl.math, name):
             return getattr(tl.math, name)
-        return getattr(self._original, name)
+        try:
+            from triton.language.extra.cuda import libdevice as cuda_libdevice
+        except ImportError:
+            return getattr(self._original, name)
+        function = getattr(cuda_libdevice, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("_semantic", None)
+            return function(*args, _semantic=interpreter_semantic, **kwargs)
+
+        return call
+
+
+def _vectorized(fn: Any) -> Any:
+    import numpy as np
+
+    return np.vectorize(fn)
+
+
+def _round_half_away(x: Any) -> Any:
+    import numpy as np
+
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _numpy_libdevice() -> dict[str, Any]:
+    """libdevice function name (symbol without `__nv_` and its f/d suffix) -> numpy."""
+    import math
+
+    import numpy as np
+
+    return {
+        "abs": np.abs, "fabs": np.abs, "acos": np.arccos, "acosh": np.arccosh,
+        "asin": np.arcsin, "asinh": np.arcsinh, "atan": np.arctan, "atan2": np.arctan2,
+        "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil, "copysign": np.copysign,
+        "cos": np.cos, "cosh": np.cosh, "erf": _vectorized(math.erf),
+        "erfc": _vectorized(math.erfc), "exp": np.exp, "exp2": np.exp2,
+        "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1, "floor": np.floor,
+        "fma": lambda a, b, c: a * b + c, "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod,
+        "hypot": np.hypot, "isfinited": np.isfinite, "isfinite": np.isfinite,
+        "isinf": np.isinf, "isnan": np.isnan, "ldexp": np.ldexp,
+        "lgamma": _vectorized(math.lgamma), "log": np.log, "log10": np.log10,
+        "log1p": np.log1p, "log2": np.log2, "nearbyint": np.rint, "rint": np.rint,
+        "nextafter": np.nextafter, "pow": np.power, "round": _round_half_away,
+        "rsqrt": lambda x: 1.0 / np.sqrt(x), "signbit": np.signbit, "sin": np.sin,
+        "sinh": np.sinh, "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh,
+        "tgamma": _vectorized(math.gamma), "trunc": np.trunc,
+    }
+
+
+def _libdevice_function(symbol: str) -> Any:
+    """numpy stand-in for a libdevice symbol (`__nv_tanhf` -> tanh); None if unknown."""
+    table = _numpy_libdevice()
+    name = symbol.removeprefix("__nv_").removeprefix("fast_")
+    if name in table:
+        return table[name]
+    if name[-1:] in ("f", "d") and name[:-1] in table:
+        return table[name[:-1]]
+    return None
+
+
+def _extern_calls_with_numpy(original: Any) -> Any:
+    """The interpreter's extern call (it runs no library): libdevice symbols it knows are
+    evaluated with numpy in the call's return dtype; anything else still fails, naming the
+    symbol."""
+    def create_extern_elementwise(self: Any, lib_name: str, lib_path: str, symbol: str,
+                                  args: list[Any], ret_type: Any, is_pure: bool) -> Any:
+        import numpy as np
+        from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+        fn = _libdevice_function(symbol)
+        if fn is None:
+            raise NotImplementedError(f"inductor_ext.testing.cpu_interpret: no interpreter "
+                                      f"stand-in for the extern function {symbol!r}")
+        scalar = getattr(ret_type, "scalar", ret_type)
+        with np.errstate(all="ignore"):
+            data = np.asarray(fn(*(a.data for a in args)))
+        return TensorHandle(data.astype(_get_np_dtype(scalar)), scalar)
+
+    return create_extern_elementwise
 
 
 class _HintResults:
@@ -71,9 +157,17 @@ def _set_interpret_flag(on: bool) -> None:
         pass
 
 
+TRITON_MISSING = ("Triton is not installed: inductor_ext generates Triton kernels, and on a "
+                  "machine without a GPU runs them through Triton's interpreter. Install it "
+                  "(`pip install triton`; the README pins the tested version).")
+
+
 def interpreter_active() -> bool:
     """True when Triton was imported in interpreter mode (TRITON_INTERPRET=1 at import)."""
-    import triton.language as tl
+    try:
+        import triton.language as tl
+    except ImportError:
+        raise RuntimeError(TRITON_MISSING) from None
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(tl.sum, InterpretedFunction)
@@ -110,6 +204,8 @@ def cpu_interpret() -> Iterator[None]:
         mock.patch.object(triton_helpers, "libdevice", libdevice),
         mock.patch.object(InterpreterBuilder, "create_inline_asm",
                           _inline_asm_hints_as_no_ops(InterpreterBuilder.create_inline_asm)),
+        mock.patch.object(InterpreterBuilder, "create_extern_elementwise",
+                          _extern_calls_with_numpy(InterpreterBuilder.create_extern_elementwise)),
     ]
     if triton_compat is not None and hasattr(triton_compat, "libdevice"):
         patches.append(mock.patch.object(triton_compat, "libdevice", libdevice))
