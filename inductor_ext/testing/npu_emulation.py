@@ -163,9 +163,9 @@ STUBBED_INDUCTOR_MODULES: dict[str, str] = {
 }
 
 
-def _register_npu_interface() -> None:
-    """torch_npu's C extension registers a dynamo device interface for "npu"; its Inductor
-    backend looks it up. This one answers from the ``torch.npu`` stand-in."""
+def _npu_interface() -> type:
+    """The dynamo device interface torch_npu registers for "npu" (its Inductor backends
+    look it up, triton_experimental subclasses it), answering from ``torch.npu``."""
     import torch
     from torch._dynamo import device_interface as di
 
@@ -202,7 +202,21 @@ def _register_npu_interface() -> None:
         def get_compute_capability(device: Any = None) -> Any:
             return npu.get_device_name(device)
 
-    di.register_interface_for_device("npu", NpuInterface)
+        @staticmethod
+        def current_stream() -> Any:
+            return _Stream()
+
+        @staticmethod
+        def stream(stream: Any) -> Any:
+            return contextlib.nullcontext()
+
+    return NpuInterface
+
+
+def _register_npu_interface() -> None:
+    from torch._dynamo import device_interface as di
+
+    di.register_interface_for_device("npu", _npu_interface())
 
 
 class _TorchNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -242,6 +256,8 @@ class _TorchNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return {"__version__": TORCH_NPU_VERSION}
         if name == "torch_npu.npu":
             return _npu_attributes(soc)
+        if name == "torch_npu.utils._dynamo_device":
+            return {"NpuInterface": _npu_interface()}
         if name == "torch_npu.npu.aclnn":
             # Static ACLNN kernels are built by CANN tools; off, as without CANN.
             return {"_use_static_aclnn_kernel": False}
@@ -281,10 +297,17 @@ class _Ledger:
                 if isinstance(value, type) and id(value) not in seen \
                         and getattr(value, "__module__", "") == name:
                     seen.add(id(value))
-                    self.classes.append((value, dict(vars(value))))
-                elif type(value) in _CONTAINERS and id(value) not in seen:
-                    seen.add(id(value))
-                    self.containers.append((value, value.copy()))
+                    class_namespace = dict(vars(value))
+                    self.classes.append((value, class_namespace))
+                    for member in class_namespace.values():  # registries such as
+                        self._container(member, seen)  # TritonTemplate.all_templates
+                else:
+                    self._container(value, seen)
+
+    def _container(self, value: Any, seen: set[int]) -> None:
+        if type(value) in _CONTAINERS and id(value) not in seen:
+            seen.add(id(value))
+            self.containers.append((value, value.copy()))
 
     @staticmethod
     def _tracked(name: str) -> bool:
@@ -659,7 +682,9 @@ def _preimport_inductor() -> None:
 
 
 def _scheduling_module(backend: str) -> Any:
-    name = {"default": "torch_npu._inductor.codegen.scheduling"}.get(backend)
+    name = {"default": "torch_npu._inductor.codegen.scheduling",
+            "triton_experimental": "torch_npu._inductor.triton_experimental.codegen.triton",
+            }.get(backend)
     return importlib.import_module(name) if name else None
 
 
