@@ -1,0 +1,761 @@
+"""An emulation of torch_npu's runtime, for codegen testing on a machine with no NPU.
+
+What is real here: torch_npu 2.13's own ``torch_npu._inductor`` package, loaded from its
+unpacked wheel and run as its ``__init__`` runs it (the chosen ``TORCHINDUCTOR_NPU_BACKEND``
+loader, so every patch, lowering, decomposition and registration that backend installs);
+its schedulings and kernel classes (``NPUCombinedScheduling`` / ``NPUIndexTritonKernel``,
+or the ``triton_experimental`` ones), its Python wrapper codegen, its launcher
+(``NPUCachingAutotuner`` and ``GridExprNpu``, on the interpreter path torch_npu itself
+has), and triton-ascend 3.2.0's front end and Triton interpreter.
+
+What is emulated: every other ``torch_npu.*`` module (the C extension, ``torch_npu.npu``,
+profiler, utils...) is a stub whose unknown attributes are mocks; ``torch.npu`` is a
+stand-in that reports one device of the chosen SoC (vector / cube core counts, the name);
+the SoC version is whatever the caller picks. Since there is no NPU tensor, torch_npu's
+scheduling and wrapper are registered for the ``cpu`` device as well (CPU tensors compile
+to Triton with ``cpu_backend="triton"``, as :func:`cpu_interpret` does), and torch_npu's
+device-dispatched lowerings are taken for CPU tensors too. A few seams where torch_npu
+2.13 expects a newer triton-ascend than 3.2.0 are shimmed (see ``_SHIMS`` below).
+
+What it cannot show: execution on an NPU (kernels run in the Triton interpreter on CPU),
+anything past triton-ascend's Python front end (hivmc, bishengir's back end, CANN), real
+Unified Buffer behaviour at run time (the interpreter has no UB), speed, or the behaviour
+of CANN operators that torch_npu's fallbacks would call (those run as ATen CPU ops).
+
+Use it inside the venv that ``tests/ascend/setup_npu_venv.sh`` builds, with
+``TRITON_INTERPRET=1`` set before triton is imported::
+
+    with npu_emulation(soc="910B3"):
+        torch.compile(fn)(cpu_tensor, ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import importlib.metadata
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+#: SoC names the caller may pass, with torch_npu's SoC version ids. 222 is what torch_npu
+#: reads on a 910B3; torch_npu itself only compares ids against 220 / 250 / 260.
+SOC_VERSIONS: dict[str, int] = {"910B1": 220, "910B3": 222, "950": 260, "Ascend950": 260}
+_SOC_NAMES: dict[int, str] = {220: "Ascend910B1", 222: "Ascend910B3", 260: "Ascend950"}
+#: Core counts the device stand-in reports (a 910B3: 20 AI cores, 2 vector cores each).
+VECTOR_CORES = 40
+CUBE_CORES = 20
+BACKENDS = ("default", "triton_experimental")
+_BACKEND_HASH = "INDUCTOR-EXT-NPU-EMULATION"
+
+TORCH_NPU_VERSION = "2.13.0"
+TRITON_ASCEND_VERSION = "3.2.0"
+#: Where setup_npu_venv.sh unpacks the torch_npu wheel, relative to the venv.
+_WHEEL_SUBDIR = "torch_npu_wheel"
+_WHEEL_ENV = "INDUCTOR_EXT_TORCH_NPU_WHEEL"
+
+
+def torch_npu_wheel_dir() -> Path | None:
+    """The directory holding the unpacked ``torch_npu`` package, if there is one."""
+    candidates = [os.environ.get(_WHEEL_ENV), os.path.join(sys.prefix, _WHEEL_SUBDIR)]
+    for cand in filter(None, candidates):
+        if (Path(cand) / "torch_npu" / "_inductor" / "__init__.py").is_file():
+            return Path(cand)
+    return None
+
+
+def emulation_unavailable_reason() -> str | None:
+    """None when the emulation can run in this interpreter, else why not (for a skip)."""
+    try:
+        version = importlib.metadata.version("triton-ascend")
+    except importlib.metadata.PackageNotFoundError:
+        return ("triton-ascend is not installed here: run inside the venv of "
+                "tests/ascend/setup_npu_venv.sh")
+    if version != TRITON_ASCEND_VERSION:
+        return f"triton-ascend {version} installed, the emulation is written for " \
+               f"{TRITON_ASCEND_VERSION}"
+    if torch_npu_wheel_dir() is None:
+        return (f"no unpacked torch_npu {TORCH_NPU_VERSION} wheel under "
+                f"{sys.prefix}/{_WHEEL_SUBDIR} (or ${_WHEEL_ENV}): run "
+                "tests/ascend/setup_npu_venv.sh")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return "TRITON_INTERPRET=1 must be set before triton is imported"
+    return None
+
+
+def can_emulate() -> bool:
+    return emulation_unavailable_reason() is None
+
+
+# ----------------------------------------------------------------------------------------
+# Stub modules for every torch_npu.* module outside _inductor
+# ----------------------------------------------------------------------------------------
+
+
+class _StubModule(types.ModuleType):
+    """A torch_npu module with no real code: unknown attributes are mocks named after it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        value = mock.MagicMock(name=f"{self.__name__}.{name}")
+        setattr(self, name, value)
+        return value
+
+
+@dataclasses.dataclass
+class _DeviceProps:
+    """What torch_npu reads from ``torch.npu.get_device_properties``."""
+
+    name: str
+    vector_core_num: int = VECTOR_CORES
+    cube_core_num: int = CUBE_CORES
+    total_memory: int = 64 << 30
+    multi_processor_count: int = CUBE_CORES
+    major: int = 0
+    minor: int = 0
+
+
+class _Stream:
+    npu_stream = 0
+    cuda_stream = 0
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait_stream(self, other: Any) -> None:
+        return None
+
+
+def _npu_attributes(soc: int) -> dict[str, Any]:
+    """Attributes of the ``torch_npu.npu`` stub, which is also ``torch.npu``."""
+    props = _DeviceProps(name=_SOC_NAMES.get(soc, f"Ascend-{soc}"))
+    limit = {"cube_core_num": CUBE_CORES, "vector_core_num": VECTOR_CORES}
+    return {
+        "is_available": lambda: True,
+        "is_initialized": lambda: True,
+        "_initialized": True,
+        "_is_in_bad_fork": lambda: False,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda device: None,
+        "get_device_properties": lambda device=None: props,
+        "get_device_name": lambda device=None: props.name,
+        "get_device_capability": lambda device=None: (0, 0),
+        "get_device_limit": lambda device=None: dict(limit),
+        "set_device_limit": lambda *args, **kwargs: None,
+        "synchronize": lambda device=None: None,
+        "current_stream": lambda device=None: _Stream(),
+        "_get_deterministic_level": lambda: 0,
+    }
+
+
+#: Modules of torch_npu._inductor that are stubbed too, and why.
+STUBBED_INDUCTOR_MODULES: dict[str, str] = {
+    "torch_npu._inductor.fx_passes._proxy_ops":
+        "registers real torch.library ops cloned from the C extension's FA v3 schemas",
+}
+
+
+def _npu_interface() -> type:
+    """The dynamo device interface torch_npu registers for "npu" (its Inductor backends
+    look it up, triton_experimental subclasses it), answering from ``torch.npu``."""
+    import torch
+    from torch._dynamo import device_interface as di
+
+    npu = torch.npu  # type: ignore[attr-defined]
+
+    class NpuInterface(di.DeviceInterface):
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                return None
+
+            @staticmethod
+            def current_device() -> int:
+                return 0
+
+            @staticmethod
+            def get_device_properties(device: Any = None) -> Any:
+                return npu.get_device_properties(device)
+
+        current_device = staticmethod(lambda: 0)
+        set_device = staticmethod(lambda device: None)
+        device_count = staticmethod(lambda: 1)
+        is_available = staticmethod(lambda: True)
+        synchronize = staticmethod(lambda device=None: None)
+        get_raw_stream = staticmethod(lambda device_idx=0: 0)
+        is_bf16_supported = staticmethod(lambda including_emulation=False: True)
+        is_triton_capable = staticmethod(lambda device=None: True)
+
+        @classmethod
+        def get_device_properties(cls, device: Any = None) -> Any:
+            return npu.get_device_properties(device)
+
+        @staticmethod
+        def get_compute_capability(device: Any = None) -> Any:
+            return npu.get_device_name(device)
+
+        @staticmethod
+        def current_stream() -> Any:
+            return _Stream()
+
+        @staticmethod
+        def stream(stream: Any) -> Any:
+            return contextlib.nullcontext()
+
+    return NpuInterface
+
+
+def _register_npu_interface() -> None:
+    from torch._dynamo import device_interface as di
+
+    di.register_interface_for_device("npu", _npu_interface())
+
+
+class _TorchNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``torch_npu`` and every ``torch_npu.*`` module as a stub, except the real
+    ``torch_npu._inductor`` package, which the normal path finder loads from the wheel."""
+
+    def __init__(self, wheel_dir: Path, soc: int) -> None:
+        self.wheel_dir = wheel_dir
+        self.soc = soc
+
+    @staticmethod
+    def _is_real(fullname: str) -> bool:
+        if fullname in STUBBED_INDUCTOR_MODULES:
+            return False
+        return fullname == "torch_npu._inductor" or fullname.startswith("torch_npu._inductor.")
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch_npu" and not fullname.startswith("torch_npu."):
+            return None
+        if self._is_real(fullname):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = _StubModule(spec.name)
+        module.__path__ = [str(self.wheel_dir / "torch_npu")] if spec.name == "torch_npu" \
+            else []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        for name, value in self._attributes(module.__name__).items():
+            setattr(module, name, value)
+
+    def _attributes(self, name: str) -> dict[str, Any]:
+        soc = self.soc
+        if name == "torch_npu":
+            return {"__version__": TORCH_NPU_VERSION}
+        if name == "torch_npu.npu":
+            return _npu_attributes(soc)
+        if name == "torch_npu.utils._dynamo_device":
+            return {"NpuInterface": _npu_interface()}
+        if name == "torch_npu.npu.aclnn":
+            # Static ACLNN kernels are built by CANN tools; off, as without CANN.
+            return {"_use_static_aclnn_kernel": False}
+        if name == "torch_npu.npu._backends":
+            return {"get_soc_version": lambda: soc}
+        if name == "torch_npu.utils._dynamo":
+            return {"has_triton": lambda *args, **kwargs: True,
+                    "_dynamo_register_interface_for_device": _register_npu_interface}
+        return {}
+
+
+# ----------------------------------------------------------------------------------------
+# Undo: what importing torch_npu's backend changes in torch, and how it is put back
+# ----------------------------------------------------------------------------------------
+
+_PATCHED_ROOTS = ("torch",)
+_CONTAINERS = (dict, list, set)
+
+
+class _Ledger:
+    """Snapshot of module and class namespaces under ``torch`` (and of their module-level
+    dicts, lists and sets) taken before torch_npu patches them; ``restore`` sets back
+    every attribute and container it finds changed. torch_npu has no unpatch, and its
+    patches are plain attribute assignments and registry insertions, which this covers."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, tuple[types.ModuleType, dict[str, Any]]] = {}
+        self.classes: list[tuple[type, dict[str, Any]]] = []
+        self.containers: list[tuple[Any, Any]] = []
+        seen: set[int] = set()
+        for name, module in list(sys.modules.items()):
+            if module is None or not self._tracked(name):
+                continue
+            namespace = dict(vars(module))
+            self.modules[name] = (module, namespace)
+            for value in namespace.values():
+                if isinstance(value, type) and id(value) not in seen \
+                        and getattr(value, "__module__", "") == name:
+                    seen.add(id(value))
+                    class_namespace = dict(vars(value))
+                    self.classes.append((value, class_namespace))
+                    for member in class_namespace.values():  # registries such as
+                        self._container(member, seen)  # TritonTemplate.all_templates
+                else:
+                    self._container(value, seen)
+
+    def _container(self, value: Any, seen: set[int]) -> None:
+        if type(value) in _CONTAINERS and id(value) not in seen:
+            seen.add(id(value))
+            self.containers.append((value, value.copy()))
+
+    @staticmethod
+    def _tracked(name: str) -> bool:
+        return any(name == root or name.startswith(root + ".") for root in _PATCHED_ROOTS)
+
+    def restore(self) -> None:
+        for module, namespace in self.modules.values():
+            _restore_namespace(module, namespace, vars(module))
+        for cls, namespace in self.classes:
+            _restore_namespace(cls, namespace, vars(cls))
+        for container, saved in self.containers:
+            if container != saved:
+                container.clear()
+                container.update(saved) if not isinstance(container, list) \
+                    else container.extend(saved)
+
+
+def _restore_namespace(owner: Any, saved: dict[str, Any], current: Any) -> None:
+    for key in [k for k in current if k not in saved]:
+        with contextlib.suppress(AttributeError, TypeError):
+            delattr(owner, key)
+    for key, value in saved.items():
+        if current.get(key, _MISSING) is not value:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(owner, key, value)
+
+
+_MISSING = object()
+
+
+# ----------------------------------------------------------------------------------------
+# Seams between torch_npu 2.13 and triton-ascend 3.2.0
+# ----------------------------------------------------------------------------------------
+
+
+class _MissingCannExtension:
+    """``tl.extra.cann.extension`` stand-in: triton-ascend 3.2.0 has no such module.
+    torch_npu's kernels call it only for indirect gathers / scatters; using one in the
+    emulation fails with a clear message instead of an AttributeError at import."""
+
+    def __getattr__(self, name: str) -> Any:
+        def missing(*args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError(
+                f"tl.extra.cann.extension.{name} is not in triton-ascend "
+                f"{TRITON_ASCEND_VERSION} (torch_npu {TORCH_NPU_VERSION} expects it)")
+
+        return missing
+
+
+class _OptionFilteringFn:
+    """The interpreted kernel, called with only the config kwargs that name its parameters.
+    torch_npu's interpreter path passes every config kwarg (``compile_mode``,
+    ``multibuffer``, ...); 3.2.0's interpreter rejects any that is not a parameter."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.params = set(getattr(fn, "arg_names", ()))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)
+
+    def __getitem__(self, grid: Any) -> Any:
+        launch = self.fn[grid]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kept = {k: v for k, v in kwargs.items() if k in self.params}
+            return launch(*args, **kept)
+
+        return call
+
+
+def _interpreter_run(autotuner_cls: type, plan_fn: Any) -> Any:
+    """``NPUCachingAutotuner.run`` with the two interpreter-path seams closed."""
+    original = autotuner_cls.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.triton_interpret:
+            if not isinstance(self.fn, _OptionFilteringFn):
+                self.fn = _OptionFilteringFn(self.fn)
+            names = tuple(getattr(self, "runtime_block_arg_names", ()))
+            if names and not self.best_runtime_blocks:
+                # Runtime block sizes (X0BLOCK ...) come from the autotuner's pick, which
+                # the interpreter path never makes: take the first candidate, as that path
+                # takes the first config.
+                entry = plan_fn(self.configs, names)["candidate_entries"][0]
+                self._set_best_candidate(entry, None)
+        return original(self, *args, **kwargs)
+
+    return run
+
+
+def _lang_namespaces() -> list[Any]:
+    """The triton.language objects the interpreter patches in place on a kernel's first
+    run (builtins, tensor dunders, dtype.to_ir, static_range ...) and never unpatches."""
+    import triton.language as tl
+
+    return [tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype]
+
+
+def _lang_is_pristine() -> bool:
+    import triton.language as tl
+
+    return tl.core.is_builtin(tl.program_id)
+
+
+_PRISTINE_LANG: list[tuple[Any, dict[str, Any]]] = []
+
+
+def _remember_pristine_lang() -> None:
+    """Snapshot triton.language before the interpreter patches it, for the front end."""
+    if not _PRISTINE_LANG and _lang_is_pristine():
+        _PRISTINE_LANG.extend((obj, dict(vars(obj))) for obj in _lang_namespaces())
+
+
+@contextlib.contextmanager
+def _pristine_lang() -> Iterator[None]:
+    patched: list[tuple[Any, str, Any]] = []
+    for obj, saved in _PRISTINE_LANG:
+        current = dict(vars(obj))
+        for key in [k for k in current if k not in saved]:
+            patched.append((obj, key, current[key]))
+            delattr(obj, key)
+        for key, value in saved.items():
+            if current.get(key, _MISSING) is not value:
+                patched.append((obj, key, current.get(key, _MISSING)))
+                setattr(obj, key, value)
+    try:
+        yield
+    finally:
+        for obj, key, value in reversed(patched):
+            if value is _MISSING:
+                with contextlib.suppress(AttributeError):
+                    delattr(obj, key)
+            else:
+                setattr(obj, key, value)
+
+
+_HELPER_MODULES = ("torch._inductor.runtime.triton_helpers",
+                   "torch_npu._inductor.runtime.triton_helpers")
+
+
+@contextlib.contextmanager
+def _compiled_mode() -> Iterator[None]:
+    """Kernels and Inductor's Triton helpers as JITFunctions instead of interpreted
+    functions, for triton-ascend's front end. ``triton.jit`` picks the kind when it
+    decorates, so the helper modules are executed afresh with TRITON_INTERPRET=0 and
+    swapped into sys.modules for the duration (then put back)."""
+    import importlib.util
+
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    saved_env = os.environ.get("TRITON_INTERPRET")
+    saved = {name: sys.modules.get(name) for name in _HELPER_MODULES}
+    saved_lang: dict[tuple[Any, str], Any] = {}
+    if not _PRISTINE_LANG:
+        raise RuntimeError("triton.language was patched by an interpreted run before "
+                           "npu_emulation was entered: the front-end check cannot run")
+    os.environ["TRITON_INTERPRET"] = "0"
+    stack = contextlib.ExitStack()
+    stack.enter_context(_pristine_lang())
+    try:
+        # triton.language's own jit functions (tl.sum, tl.max, ...) were made interpreted
+        # functions at import: JIT copies stand in while the front end runs.
+        for mod_name in ("triton.language.standard", "triton.language.random"):
+            original = sys.modules.get(mod_name)
+            if original is None:
+                continue
+            spec = importlib.util.spec_from_file_location(mod_name, original.__file__)
+            assert spec is not None and spec.loader is not None
+            fresh = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(fresh)
+            for owner in (tl, original):
+                for key, value in list(vars(owner).items()):
+                    if isinstance(value, InterpretedFunction) and hasattr(fresh, key):
+                        saved_lang[(owner, key)] = value
+                        setattr(owner, key, getattr(fresh, key))
+        for name in _HELPER_MODULES:
+            original = saved[name]
+            if original is None or getattr(original, "__file__", None) is None:
+                continue
+            spec = importlib.util.spec_from_file_location(name, original.__file__)
+            assert spec is not None and spec.loader is not None
+            fresh = importlib.util.module_from_spec(spec)
+            sys.modules[name] = fresh
+            spec.loader.exec_module(fresh)
+            if not hasattr(fresh, "extension"):
+                fresh.extension = _MissingCannExtension()
+        yield
+    finally:
+        stack.close()
+        for (owner, key), value in saved_lang.items():
+            setattr(owner, key, value)
+        for name, module in saved.items():
+            if module is not None:
+                sys.modules[name] = module
+        if saved_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved_env
+
+
+def _checked_in_compiled_mode(original: Any) -> Any:
+    """torch_npu's ``make_ttir_for_check`` (every kernel goes through it), run with the
+    kernel module loaded as a JITFunction so triton-ascend's real front end sees it."""
+    def make_ttir_for_check(self: Any, src_code: str) -> Any:
+        with _compiled_mode():
+            return original(self, src_code)
+
+    return make_ttir_for_check
+
+
+def _ttir_with_triton_ascend_32(soc_name: str) -> Any:
+    """``NPUCachingAutotuner._make_ttir_module_from_cfg`` for triton-ascend 3.2.0: the same
+    check (Python AST to TTIR for one config) against an NPU target. torch_npu 2.13's
+    version loads ``libtriton.ascend.ir`` dialects (not in 3.2.0) and takes its target
+    from the kernel's device, which is the CPU in the emulation."""
+    def make_ttir(self: Any, cfg: Any) -> Any:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler.compiler import ASTSource, make_backend
+
+        fn = self.fn
+        names = list(fn.arg_names)
+        constexprs = {names[i] for i in fn.constexprs}
+        constants = dict(self.triton_meta.get("constants", {}))
+        constants.update({k: v for k, v in cfg.kwargs.items() if k in constexprs})
+        signature = {k: v for k, v in self.triton_meta["signature"].items()
+                     if k not in constants and v != "constexpr"}
+        attrs = (self.triton_meta.get("configs") or [None])[0]
+        src = ASTSource(fn, signature, constants, attrs)
+        backend = make_backend(GPUTarget("npu", soc_name, 0))
+        options = backend.parse_options({"debug": False})
+        context = triton._C.libtriton.ir.context()
+        triton._C.libtriton.ir.load_dialects(context)
+        backend.load_dialects(context)
+        return src.make_ir(options, backend.get_codegen_implementation(),
+                           backend.get_module_map(), context)
+
+    return make_ttir
+
+
+_SHIMS = """
+- torch_npu._inductor.runtime.triton_helpers.extension: triton-ascend 3.2.0 has no
+  tl.extra.cann; set to a stand-in that fails on use (libdevice falls back to
+  tl.extra.ascend.libdevice by torch_npu's own code).
+- torch_npu._inductor.runtime.triton_helpers.libdevice (interpreted kernels only): names
+  that tl.math has resolve there (the interpreter cannot run tl.extra.ascend.libdevice's
+  extern calls); the front-end check below sees the real libdevice.
+- NPUTritonScheduling.make_ttir_for_check: run with TRITON_INTERPRET=0 while the check
+  module loads (fresh, JIT-mode copies of the two triton_helpers modules), so the check
+  compiles a JITFunction rather than the interpreter's wrapper.
+- NPUCachingAutotuner._make_ttir_module_from_cfg: the same AST-to-TTIR check written for
+  triton-ascend 3.2.0 (no libtriton.ascend.ir dialects there; NPU target of the chosen SoC
+  instead of the CPU device the kernels are compiled for).
+- NPUCachingAutotuner.run, interpreter path: (a) config kwargs that are not kernel
+  parameters (compile_mode, multibuffer, a persistent kernel's R0_BLOCK...) are dropped
+  before the interpreted call (3.2.0's interpreter rejects unknown keyword arguments;
+  a compiled launch takes them as options or constants); (b) kernels with runtime block
+  arguments (X0BLOCK) get the first candidate's values, which torch_npu's interpreter
+  path reads from an autotuner pick it never makes. One config runs, none is timed.
+"""
+
+
+# ----------------------------------------------------------------------------------------
+# The context manager
+# ----------------------------------------------------------------------------------------
+
+
+def _soc_id(soc: str | int) -> int:
+    if isinstance(soc, int):
+        return soc
+    if soc not in SOC_VERSIONS:
+        raise ValueError(f"unknown SoC {soc!r}: one of {sorted(SOC_VERSIONS)} or an int id")
+    return SOC_VERSIONS[soc]
+
+
+@contextlib.contextmanager
+def npu_emulation(soc: str | int = "910B3", backend: str = "default") -> Iterator[Any]:
+    """Compile CPU tensors through torch_npu's real Inductor backend and run the kernels in
+    triton-ascend's interpreter. Yields the imported ``torch_npu._inductor`` package.
+    Not re-entrant; on exit torch's namespaces are restored and torch_npu is unloaded."""
+    reason = emulation_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"npu_emulation cannot run here: {reason}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if any(name == "torch_npu" or name.startswith("torch_npu.") for name in sys.modules):
+        raise RuntimeError("torch_npu is already imported; npu_emulation is not re-entrant")
+    soc_id = _soc_id(soc)
+    wheel_dir = torch_npu_wheel_dir()
+    assert wheel_dir is not None
+
+    import torch
+    import torch._inductor.config as inductor_config
+
+    _remember_pristine_lang()
+    # Import what torch_npu patches before the snapshot, so the ledger sees originals.
+    _preimport_inductor()
+    ledger = _Ledger()
+    env = dict(os.environ)
+    finder = _TorchNpuFinder(wheel_dir, soc_id)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(inductor_config.patch(inductor_config.get_config_copy()))
+        stack.callback(_unload, finder, ledger, env)
+        sys.meta_path.insert(0, finder)
+        sys.path.append(str(wheel_dir))  # torchnpugen, the wheel's other pure-Python package
+        stack.callback(_remove_path, str(wheel_dir))
+        os.environ["TORCHINDUCTOR_NPU_BACKEND"] = backend
+        os.environ["TORCH_WARM_POOL"] = "0"  # no compile subprocess pool
+        npu = importlib.import_module("torch_npu.npu")
+        torch.npu = npu  # type: ignore[attr-defined]
+        _stub_npu_ops(stack)
+        # torch only counts cuda/xpu/cpu-backend/mtia devices as Triton-capable; on an NPU
+        # machine torch_npu's device makes this true.
+        stack.enter_context(mock.patch.object(torch.utils._triton, "has_triton", lambda: True))
+        # The interpreter has no active driver to hash; a fixed name keys Inductor's caches.
+        stack.enter_context(mock.patch.object(torch.utils._triton, "triton_hash_with_backend",
+                                              lambda: _BACKEND_HASH))
+        package = importlib.import_module("torch_npu._inductor")
+        _install_shims(stack, backend, _SOC_NAMES.get(soc_id, 'Ascend910B3'))
+        _register_for_cpu(backend)
+        stack.enter_context(inductor_config.patch(cpu_backend="triton", compile_threads=1,
+                                                  cpp_wrapper=False))
+        yield package
+
+
+class _StubOpNamespace(types.ModuleType):
+    """``torch.ops.npu`` stand-in: torch_npu's C extension registers these operators; here
+    each name is a mock, enough for the lowering / pattern tables that mention them."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        value = mock.MagicMock(name=f"torch.ops.npu.{name}")
+        setattr(self, name, value)
+        return value
+
+
+def _stub_npu_ops(stack: contextlib.ExitStack) -> None:
+    import torch
+
+    had = "npu" in vars(torch.ops)
+    saved = vars(torch.ops).get("npu")
+    torch.ops.npu = _StubOpNamespace("torch.ops.npu")
+
+    def restore() -> None:
+        if had:
+            torch.ops.npu = saved
+        else:
+            with contextlib.suppress(AttributeError):
+                delattr(torch.ops, "npu")
+
+    stack.callback(restore)
+
+
+def _preimport_inductor() -> None:
+    """Modules torch_npu patches; imported first so the ledger snapshots them unpatched."""
+    for name in ("torch._inductor.compile_fx", "torch._inductor.lowering",
+                 "torch._inductor.scheduler", "torch._inductor.codegen.triton",
+                 "torch._inductor.codegen.simd", "torch._inductor.codegen.wrapper",
+                 "torch._inductor.codegen.common", "torch._inductor.runtime.triton_heuristics",
+                 "torch._inductor.decomposition", "torch._inductor.ir",
+                 "torch._inductor.sizevars", "torch._inductor.loop_body",
+                 "torch._inductor.select_algorithm", "torch._inductor.codecache",
+                 "torch._inductor.graph", "torch._inductor.choices",
+                 "torch._inductor.async_compile", "torch._dynamo.device_interface",
+                 "torch.nn.attention.flex_attention", "torch._inductor.kernel.mm",
+                 "torch._inductor.fx_passes.joint_graph", "torch._inductor.cpp_builder"):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def _scheduling_module(backend: str) -> Any:
+    name = {"default": "torch_npu._inductor.codegen.scheduling",
+            "triton_experimental": "torch_npu._inductor.triton_experimental.codegen.triton",
+            }.get(backend)
+    return importlib.import_module(name) if name else None
+
+
+def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str) -> None:
+    """The seams listed in ``_SHIMS``; each is undone on exit (torch_npu is unloaded)."""
+    from .interpret import _InterpreterLibdevice
+
+    helpers = importlib.import_module("torch_npu._inductor.runtime.triton_helpers")
+    if not hasattr(helpers, "extension"):
+        helpers.extension = _MissingCannExtension()
+    # The interpreter runs tl.math on numpy but not triton-ascend's extern libdevice.
+    helpers.libdevice = _InterpreterLibdevice(helpers.libdevice)
+    heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")
+    autotuner = heuristics.NPUCachingAutotuner
+    autotuner.run = _interpreter_run(autotuner, heuristics.build_candidate_plan)
+    import triton._C.libtriton as libtriton
+
+    if not hasattr(getattr(libtriton, "ascend", None), "ir"):
+        autotuner._make_ttir_module_from_cfg = _ttir_with_triton_ascend_32(soc_name)
+    scheduling = _scheduling_module(backend)
+    if scheduling is not None and hasattr(scheduling.NPUTritonScheduling,
+                                          "make_ttir_for_check"):
+        cls = scheduling.NPUTritonScheduling
+        cls.make_ttir_for_check = _checked_in_compiled_mode(cls.make_ttir_for_check)
+
+
+def _register_for_cpu(backend: str) -> None:
+    """torch_npu registers its scheduling and wrapper for "npu"; the emulation's tensors
+    are CPU tensors, so the same pair is registered for "cpu"."""
+    from torch._inductor.codegen import common
+
+    npu_backend = common.device_codegens.get("npu")
+    if npu_backend is None:
+        raise RuntimeError(f"torch_npu's {backend!r} backend registered nothing for 'npu'")
+    common.device_codegens["cpu"] = npu_backend
+    _lowerings_for_cpu()
+
+
+def _lowerings_for_cpu() -> None:
+    """torch_npu's overriding lowerings dispatch on the device ("npu" picks torch_npu's
+    handler, others upstream's). In the emulation CPU tensors stand for NPU tensors, so
+    each such dispatcher is replaced by torch_npu's handler."""
+    from torch._inductor import lowering
+
+    for target, handler in list(lowering.lowerings.items()):
+        device_handler = getattr(handler, "_torch_npu_device_handler", None)
+        if device_handler is not None:
+            lowering.lowerings[target] = device_handler
+
+
+def _remove_path(entry: str) -> None:
+    with contextlib.suppress(ValueError):
+        sys.path.remove(entry)
+    for name in [n for n in sys.modules if n == "torchnpugen" or n.startswith("torchnpugen.")]:
+        del sys.modules[name]
+
+
+def _unload(finder: _TorchNpuFinder, ledger: _Ledger, env: dict[str, str]) -> None:
+    import torch
+
+    with contextlib.suppress(ValueError):
+        sys.meta_path.remove(finder)
+    for name in [n for n in sys.modules if n == "torch_npu" or n.startswith("torch_npu.")]:
+        del sys.modules[name]
+    ledger.restore()
+    if hasattr(torch, "npu"):
+        with contextlib.suppress(AttributeError):
+            delattr(torch, "npu")
+    os.environ.clear()
+    os.environ.update(env)
+    with contextlib.suppress(Exception):
+        from torch._inductor.decomposition import fast_random_decomps
+
+        fast_random_decomps.cache_clear()
