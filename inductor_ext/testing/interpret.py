@@ -32,12 +32,12 @@ class _InterpreterLibdevice:
 
     def __getattr__(self, name: str) -> Any:
         import triton.language as tl
-        from triton.runtime.interpreter import interpreter_semantic
 
         if hasattr(tl.math, name):
             return getattr(tl.math, name)
-        try:
+        try:  # Triton >= 3.4; older interpreters (triton-ascend 3.2) keep the original
             from triton.language.extra.cuda import libdevice as cuda_libdevice
+            from triton.runtime.interpreter import interpreter_semantic
         except ImportError:
             return getattr(self._original, name)
         function = getattr(cuda_libdevice, name)
