@@ -14,9 +14,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import inductor_ext  # noqa: E402
-from inductor_ext.codegen.ascend import AscendFlavor, padded_row, tile_bytes_per_elem  # noqa: E402
-from inductor_ext.codegen.flavor import ShapeInfo  # noqa: E402
+from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
+from inductor_ext.plan import ascend as ascend_plan  # noqa: E402
 
 # The baseline's shapes (../shared/reference/baseline_h100.csv).
 SHAPES = [(32768, 4096, "bf16"), (65536, 1024, "bf16"), (16384, 8192, "bf16"),
@@ -47,32 +46,34 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=40)
     ap.add_argument("--ub-kib", type=int, default=192)
     args = ap.parse_args()
-    flavor = AscendFlavor()
+    tuning = AscendTuning()
+    options = PlanOptions(ascend_vector_cores=args.cores, ascend_ub_bytes=args.ub_kib * 1024)
+    device = DeviceInfo(type="npu", cores=args.cores, ub_bytes=args.ub_kib * 1024)
     print(f"HBM {args.hbm_tbps} TB/s, {args.cores} vector cores, UB {args.ub_kib} KiB "
           "(half usable with double buffering)")
     print(f"{'op':4s} {'M x N':>13s} {'dtype':5s} {'BLOCK_M':>7s} {'UB B':>7s} "
           f"{'fused MB':>9s} {'unfused MB':>10s} {'roof us':>8s} {'unfused roof':>12s}  note")
-    with inductor_ext.config.patch(ascend_vector_cores=args.cores,
-                                   ascend_ub_bytes=args.ub_kib * 1024):
-        for M, N, dt in SHAPES:
-            for op in ("rms", "ln"):
-                es = ES[dt]
-                shape = shape_info(op, M, N, es)
-                ok, why = flavor.fits(shape)
-                unfused_us = shape.unfused_bytes / (args.hbm_tbps * 1e12) * 1e6
-                if not ok:
-                    print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {'-':>7s} "
-                          f"{padded_row(shape) * tile_bytes_per_elem(shape):>7d} "
-                          f"{'-':>9s} {shape.unfused_bytes / 1e6:>10.1f} {'-':>8s} "
-                          f"{unfused_us:>12.1f}  declined: {why}")
-                    continue
-                plan = flavor.plan(shape, None)
-                ws = plan.programs * shape.num_columns * N * 4
-                fused = shape.total_bytes + 2 * ws
-                roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
-                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {plan.block_m:>7d} "
-                      f"{dict(plan.extra)['ub_bytes']:>7d} {fused / 1e6:>9.1f} "
-                      f"{shape.unfused_bytes / 1e6:>10.1f} {roof_us:>8.1f} {unfused_us:>12.1f}")
+    for M, N, dt in SHAPES:
+        for op in ("rms", "ln"):
+            es = ES[dt]
+            shape = shape_info(op, M, N, es)
+            ok, why = ascend_plan.fits(shape, device, tuning, options)
+            unfused_us = shape.unfused_bytes / (args.hbm_tbps * 1e12) * 1e6
+            if not ok:
+                row_bytes = (ascend_plan.padded_row(shape, tuning)
+                             * ascend_plan.tile_bytes_per_elem(shape, tuning))
+                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {'-':>7s} "
+                      f"{row_bytes:>7d} "
+                      f"{'-':>9s} {shape.unfused_bytes / 1e6:>10.1f} {'-':>8s} "
+                      f"{unfused_us:>12.1f}  declined: {why}")
+                continue
+            plan = ascend_plan.plan(shape, device, tuning, options)
+            ws = plan.programs * shape.num_columns * N * 4
+            fused = shape.total_bytes + 2 * ws
+            roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
+            print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {plan.block_m:>7d} "
+                  f"{dict(plan.extra)['ub_bytes']:>7d} {fused / 1e6:>9.1f} "
+                  f"{shape.unfused_bytes / 1e6:>10.1f} {roof_us:>8.1f} {unfused_us:>12.1f}")
 
 
 if __name__ == "__main__":

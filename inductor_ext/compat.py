@@ -179,9 +179,7 @@ def _recording_create_multilayer(
         input_node,
     )
     try:
-        from . import plugin
-
-        if plugin.is_enabled():
+        if _recording[0]():
             _record_split(out, device, dst_dtype, src_dtype, inner_fn, ranges,
                           reduction_ranges, reduction_type, reduction_hint)
     except Exception:  # recording is best effort; never break lowering
@@ -213,9 +211,16 @@ def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
     )
 
 
+#: Whether split reductions are recorded now (the plugin's `is_enabled`, once installed).
+_recording: list[Callable[[], bool]] = [lambda: False]
+
+
 @functools.cache
-def install_lowering_hooks() -> None:
-    """Idempotently route Reduction.create_multilayer through the recorder."""
+def install_lowering_hooks(record_when: Callable[[], bool]) -> None:
+    """Idempotently route Reduction.create_multilayer through the recorder, which records
+    while `record_when()` holds (the plugin passes its `is_enabled`; taking it as an
+    argument keeps compat from importing the plugin)."""
+    _recording[0] = record_when
     ir.Reduction.create_multilayer = classmethod(_recording_create_multilayer)
 
 

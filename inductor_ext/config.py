@@ -35,6 +35,11 @@ ascend_vector_cores: Optional[int] = None
 #: Ascend flavor: Unified Buffer bytes per core (192 KB on Atlas A2/A3).
 ascend_ub_bytes: int = 192 * 1024
 
+#: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
+#: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
+tuning: dict = {}
+
+
 def validate() -> None:
     """Raise ValueError naming the first option that holds a bad value."""
     for error in envvars.ERRORS.values():
@@ -61,6 +66,9 @@ def validate() -> None:
         raise ValueError(
             f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
         )
+    from .plan import tuning as tuning_knobs  # plan imports this module: import late
+
+    tuning_knobs.validate(mod.tuning)
     ub = mod.ascend_ub_bytes
     if isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096:
         raise ValueError(f"inductor_ext.config.ascend_ub_bytes must be an int >= 4096, got {ub!r}")
