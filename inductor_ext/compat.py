@@ -270,6 +270,13 @@ def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[An
     return sizes, body
 
 
+def reads_rows_contiguously(dep: Any) -> bool:
+    """Whether a row reduction's read walks memory with stride 1 along the reduced (last)
+    axis; anything Inductor cannot tell counts as contiguous."""
+    check = getattr(dep, "stride1_for_last_dim", None)
+    return True if check is None else bool(check(result_for_complex_expression=True))
+
+
 def reduction_type_of(snode: SchedulerNode) -> str | None:
     node = snode.node
     if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):

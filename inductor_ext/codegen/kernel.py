@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -615,4 +616,7 @@ def _fusion_row(node: Any, kernel: MixOrderKernelMixin, kernel_name: str,
         "workspace_bytes": ws_bytes,
         "bytes_fused": node.shape.total_bytes + 2 * ws_bytes,
         "bytes_unfused": node.shape.unfused_bytes,
+        "model_fuses": not node.verdict,
+        "model_detail": node.verdict,
+        "shape_info": json.dumps(node.shape.to_record(), sort_keys=True),
     }

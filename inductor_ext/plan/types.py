@@ -35,6 +35,16 @@ class ShapeInfo:
     row_elem_bytes: int  # bytes per element of all [M, N] tiles loaded or stored
     device: torch.device
     accumulator: str = "float32"  # dtype name the column partials accumulate in
+    #: Bytes of [M, N] inputs the row reduction reads with a stride along the row (a
+    #: transposed operand): their loads are not coalesced, in the fused kernel as in
+    #: Inductor's own row kernel.
+    strided_bytes: int = 0
+
+    def to_record(self) -> dict[str, object]:
+        """The fields as plain values (the device as its type), for tables and data."""
+        out = dataclasses.asdict(self)
+        out["device"] = self.device.type
+        return out
 
     @property
     def accumulator_bytes(self) -> int:

@@ -47,6 +47,10 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     writes = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.writes}
     writes |= {col.out_name for col in cand.columns}
     shared_bytes = sum(_nbytes(name)[0] for name in shared)
+    matrix_numel = _hint(cand.M) * N
+    strided = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.reads
+               if not compat.reads_rows_contiguously(dep)
+               and _nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]}
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
     # Unfused, every column reduction reads its inputs again in its own kernel.
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
@@ -54,19 +58,21 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
-    matrix_bytes = _hint(cand.M) * N
     row_elem_bytes = sum(size for b, size in map(_nbytes, reads | writes)
-                         if b and b == matrix_bytes * size)
+                         if b and b == matrix_numel * size)
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
                      unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
                      device=cand.inner.get_device(),
-                     accumulator=str(accumulator).replace("torch.", ""))
+                     accumulator=str(accumulator).replace("torch.", ""),
+                     strided_bytes=sum(_nbytes(name)[0] for name in strided))
 
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined."""
+    """(plan, shape, reason, detail); plan is None when the group is declined. For a
+    fused group `detail` is the cost model's verdict: "" when it expects fusing to pay,
+    else why not (fused anyway under `always_fuse`; the fusion table records it)."""
     reason = legality.check_graph(cand) or legality.check_backend(cand)
     if reason:
         return None, None, reason, ""
@@ -94,11 +100,10 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
-    if not ext_config.always_fuse:
-        ok, why = planner.profitable(shape, plan, info, tuning)
-        if not ok:
-            return None, shape, "not_profitable", why
-    return plan, shape, "", ""
+    ok, why = planner.profitable(shape, plan, info, tuning)
+    if not ok and not ext_config.always_fuse:
+        return None, shape, "not_profitable", why
+    return plan, shape, "", "" if ok else why
 
 
 def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
@@ -127,7 +132,7 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
             install_backend_wrapper(sched, cand.inner.get_device())
             for col in cand.columns:
                 col.cast = cast_consumer(sched, col)
-            nodes = convert(sched, nodes, cand, plan, shape)
+            nodes = convert(sched, nodes, cand, plan, shape, verdict=detail)
             log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
                       cand.M, cand.N, plan)
         except Exception as exc:
