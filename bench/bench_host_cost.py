@@ -19,6 +19,7 @@ import cProfile
 import io
 import os
 import pstats
+import statistics
 import sys
 import time
 
@@ -39,70 +40,86 @@ CASES = [Case("rms", 1024, 1024, "bf16", "bf16", "contiguous"),
          Case("rms", 4096, 8192, "bf16", "bf16", "contiguous")]
 
 
-def per_call_us(case: Case, variant: str, calls: int, profile_dir: str | None) -> tuple:
-    """(host us per call, device us per call) of back-to-back backward calls."""
+def prepared(case: Case, variant: str):
+    """A warmed-up backward call of `case` compiled as `variant` (its forward ran once)."""
     torch._dynamo.reset()
-    inductor_ext.metrics.reset()
     fn, inputs, wrt, dy = problem(case, "cuda")
     ext = variant == "inductor_ext"
     with inductor_ext.config.patch(always_fuse=ext):
         compiled = torch.compile(fn, options=variant_options("fused" if ext else variant))
         y = compiled(*inputs)
 
-        def step():
-            return torch.autograd.grad(y, wrt, dy, retain_graph=True)
+    def step():
+        return torch.autograd.grad(y, wrt, dy, retain_graph=True)
 
-        for _ in range(20):
-            step()
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    return step
+
+
+def launches_per_call(step) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
         torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0 = time.perf_counter()
-        start.record()
-        for _ in range(calls):
-            step()
-        end.record()
-        torch.cuda.synchronize()
-        host = (time.perf_counter() - t0) / calls * 1e6
-        device = start.elapsed_time(end) / calls * 1e3
-        if profile_dir:
-            prof = cProfile.Profile()
-            prof.enable()
-            for _ in range(200):
-                step()
-            torch.cuda.synchronize()
-            prof.disable()
-            name = f"{case.op}_{case.M}x{case.N}_{variant}"
-            prof.dump_stats(os.path.join(profile_dir, f"{name}.pstats"))
-            text = io.StringIO()
-            pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
-            with open(os.path.join(profile_dir, f"{name}.txt"), "w") as f:
-                f.write(text.getvalue())
-    return host, device, inductor_ext.metrics.mix_order_kernels
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def batch_us(step, calls: int) -> float:
+    """Wall time per call of `calls` back-to-back calls (one synchronize at the end)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--calls", type=int, default=1000, help="calls per variant and case")
+    ap.add_argument("--rounds", type=int, default=10,
+                    help="the calls are split into this many batches, variants in turns; "
+                         "the median batch is reported")
     ap.add_argument("--profile", default="", help="directory for cProfile dumps")
     args = ap.parse_args(argv)
     require_cuda("bench_host_cost")
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, "
-          f"{args.calls} calls each")
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, {args.calls} calls "
+          f"per variant in {args.rounds} batches, variants in turns, median batch")
     for key, what in VARIANTS.items():
         print(f"  {key:13s} {what}")
-    print(f"{'case':34s} " + " ".join(f"{v:>22s}" for v in VARIANTS) + "   ext - stock")
+    print(f"{'case':30s} " + " ".join(f"{v + ' us (launches)':>26s}" for v in VARIANTS)
+          + "   ext - stock")
     for case in CASES:
-        cells, host = [], {}
-        for variant in VARIANTS:
-            h, d, fused = per_call_us(case, variant, args.calls, args.profile or None)
-            host[variant] = h
-            cells.append(f"{h:8.1f} host {d:7.1f} dev")
+        steps = {v: prepared(case, v) for v in VARIANTS}
+        launches = {v: launches_per_call(steps[v]) for v in VARIANTS}
+        times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(args.rounds):
+            for v in VARIANTS:
+                times[v].append(batch_us(steps[v], max(1, args.calls // args.rounds)))
+        med = {v: statistics.median(t) for v, t in times.items()}
+        spread = {v: (max(t) - min(t)) / 2 for v, t in times.items()}
         w = "" if case.wdtype == case.dtype else f"/w {case.wdtype}"
-        print(f"{case.op} {case.M}x{case.N} {case.dtype}{w}".ljust(34)
-              + " ".join(f"{c:>22s}" for c in cells)
-              + f"   {host['inductor_ext'] - host['stock']:+7.1f} us", flush=True)
+        print(f"{case.op} {case.M}x{case.N} {case.dtype}{w}".ljust(30)
+              + " ".join(f"{f'{med[v]:7.1f} +-{spread[v]:5.1f} ({launches[v]})':>26s}"
+                         for v in VARIANTS)
+              + f"   {med['inductor_ext'] - med['stock']:+7.1f} us", flush=True)
+        if args.profile:
+            for v in VARIANTS:
+                prof = cProfile.Profile()
+                prof.enable()
+                batch_us(steps[v], 200)
+                prof.disable()
+                name = f"{case.op}_{case.M}x{case.N}_{v}"
+                text = io.StringIO()
+                pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
+                with open(os.path.join(args.profile, f"{name}.txt"), "w") as f:
+                    f.write(text.getvalue())
+        del steps
     return 0
 
 

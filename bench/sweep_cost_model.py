@@ -19,6 +19,7 @@ autotunes afresh.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import json
@@ -30,7 +31,11 @@ import sys
 import tempfile
 import time
 
-import torch
+# One cache for this run and its warm processes, set before torch reads it: a warm cache
+# from another run would serve graphs without writing their fusion-table rows.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="sweep_cache_"))
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
@@ -47,6 +52,9 @@ import inductor_ext  # noqa: E402
 #: stock: torch.compile as users get it (upstream mix-order at its default);
 #: upstream_off: upstream mix-order off; fused: inductor_ext with always_fuse.
 VARIANTS = ("stock", "upstream_off", "fused")
+#: What the fused kernel's mix_order_fusion row adds to a case's measurements.
+RECORDED = ("programs", "block_m", "model_fuses", "model_detail", "shape_info",
+            "workspace_bytes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,14 +246,12 @@ def measure_variant(case: Case, variant: str, timer: GraphTimer | None,
         out["fused_kernels"] = inductor_ext.metrics.mix_order_kernels
         fused = fusion_rows(table_dir, before)
         if len(fused) == 1:
-            for key in ("programs", "block_m", "model_fuses", "model_detail", "shape_info",
-                        "workspace_bytes"):
-                out[key] = fused[0].get(key, "")
+            out.update({key: fused[0].get(key, "") for key in RECORDED})
     return out
 
 
 def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path,
-            device: str, out_csv: str | None) -> list[dict]:
+            device: str, out_csv: str | None, record_dir: pathlib.Path) -> list[dict]:
     rows = []
     for case in cases:
         row: dict = {**dataclasses.asdict(case), "case": case.name,
@@ -257,6 +263,11 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
             row.update(measure_variant(case, variant, timer, table_dir, device))
             if device == "cuda":
                 torch.cuda.empty_cache()
+        recorded = record_dir / f"{case_key(case)}.json"
+        if "shape_info" not in row and recorded.exists():
+            fused = json.loads(recorded.read_text())
+            if len(fused) == 1:
+                row.update({k: fused[0].get(k, "") for k in RECORDED})
         best = min(row.get("stock_us", math.nan), row.get("upstream_off_us", math.nan))
         row["fused_speedup"] = best / row["fused_us"] if row.get("fused_us") else math.nan
         rows.append(row)
@@ -278,14 +289,20 @@ def write_csv(path: str, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def warm(cases: list[Case], workers: int) -> None:
-    """Compile every (case, variant) in `workers` processes sharing the cache dir; then
-    drop their autotuning picks (timed on a shared GPU)."""
+def case_key(case: Case) -> str:
+    return case.name.replace(" ", "_").replace("/", "-")
+
+
+def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
+    """Compile every (case, variant) in `workers` processes sharing the cache dir, each
+    recording the fused kernel's fusion-table row per case (a timing process served from
+    the cache writes none); then drop their autotuning picks (timed on a shared GPU)."""
     procs = []
     for k in range(workers):
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
-             "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device],
+             "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
+             "--records", str(record_dir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:
         _, err = p.communicate()
@@ -305,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
     ap.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker", default="0/1", help=argparse.SUPPRESS)
+    ap.add_argument("--records", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--records-only", action="store_true",
+                    help="only compile (with --warm processes) and write each case's "
+                         "recorded fusion-table fields to --csv")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     global ARGS
     ARGS = args = ap.parse_args(argv)
@@ -314,39 +335,57 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda":
         require_cuda("sweep_cost_model")
     out = os.path.abspath(args.csv) if args.csv else None
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="sweep_"))
     table_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_tables_"))
     os.chdir(table_dir)  # MetricTable writes into the working directory
     torch._inductor.config.enabled_metric_tables = "mix_order_fusion"
     if args.device == "cpu":  # a smoke run of the whole path in the Triton interpreter
         from inductor_ext.testing import cpu_interpret
 
-        cpu_interpret().__enter__()
+        stack = contextlib.ExitStack()  # held until exit: the interpreter stays on
+        stack.enter_context(cpu_interpret())
     if args.compile_only:
+        record_dir = pathlib.Path(args.records)
         for case in cases:
             for variant in VARIANTS:
+                before = count_fusion_rows(table_dir)
                 try:
                     with inductor_ext.config.patch(always_fuse=variant == "fused"):
                         _, _, _, _, prepare, step, _ = run_once(case, variant, args.device)
                         prepare()
                         step()
-                except Exception:
-                    pass
+                except Exception as exc:  # the timing process reports it
+                    print(f"{case.name} {variant}: {exc!r}", file=sys.stderr)
+                if variant == "fused":
+                    record = fusion_rows(table_dir, before)
+                    (record_dir / f"{case_key(case)}.json").write_text(json.dumps(record))
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
         return 0
+    record_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_records_"))
     if args.warm:
         t0 = time.perf_counter()
-        warm(cases, args.warm)
+        warm(cases, args.warm, record_dir)
         print(f"warmed {len(cases)} cases x {len(VARIANTS)} variants in "
               f"{time.perf_counter() - t0:.0f} s with {args.warm} processes", flush=True)
+    if args.records_only:
+        rows = []
+        for case in cases:
+            path = record_dir / f"{case_key(case)}.json"
+            fused = json.loads(path.read_text()) if path.exists() else []
+            rows.append({**dataclasses.asdict(case), "case": case.name,
+                         **({k: fused[0].get(k, "") for k in RECORDED}
+                            if len(fused) == 1 else {})})
+        if out:
+            write_csv(out, rows)
+        print(f"recorded {sum(1 for r in rows if 'shape_info' in r)} of {len(rows)} cases")
+        return 0
     timer = GraphTimer("read") if args.device == "cuda" else None
     if timer is not None:
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy "
               f"{copy_tbps(timer):.3f} TB/s", flush=True)
     if out:
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
-    rows = measure(cases, timer, table_dir, args.device, out)
+    rows = measure(cases, timer, table_dir, args.device, out, record_dir)
     faster = sum(1 for r in rows if r["fused_speedup"] > 1)
     print(f"{len(rows)} cases: fusing faster in {faster}; model fuses in "
           f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")

@@ -115,6 +115,15 @@ def has_upstream_mix_order() -> bool:
     return hasattr(inductor_config.triton, "mix_order_reduction")
 
 
+def upstream_mix_order_gates() -> str:
+    """Which shape gates upstream's own mix-order reduction applies in this torch (the
+    stock baseline our cost model compares with): "none" (no upstream mix-order),
+    "strict" (2.10-2.14: also nrow >= 2 * ncol), "relaxed" (2.15: that ratio is gone)."""
+    if not has_upstream_mix_order():
+        return "none"
+    return "relaxed" if TORCH_VERSION >= (2, 15) else "strict"
+
+
 # --------------------------------------------------------------------------------------
 # Unsplit record for split reductions.
 #

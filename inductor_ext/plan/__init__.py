@@ -27,7 +27,8 @@ class Planner:
     target: str
     fits: Callable[[ShapeInfo, DeviceInfo, Any, PlanOptions], tuple[bool, str]]
     plan: Callable[[ShapeInfo, DeviceInfo, Any, PlanOptions], LaunchPlan]
-    profitable: Callable[[ShapeInfo, LaunchPlan, DeviceInfo, Any], tuple[bool, str]]
+    profitable: Callable[[ShapeInfo, LaunchPlan, DeviceInfo, Any, PlanOptions],
+                         tuple[bool, str]]
     accumulator_dtypes: tuple[torch.dtype, ...]
 
 

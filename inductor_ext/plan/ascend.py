@@ -75,7 +75,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
 
 
 def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
-               tuning: AscendTuning) -> tuple[bool, str]:
+               tuning: AscendTuning, options: PlanOptions) -> tuple[bool, str]:
     blocks = -(-shape.M_hint // plan_.block_m)
     if blocks < 2 * plan_.programs:
         return False, f"{blocks} row blocks for {plan_.programs} vector cores"

@@ -6,6 +6,7 @@ Every function is pure: (shape, device, tuning, options) in, a value out."""
 
 from __future__ import annotations
 
+from . import cost
 from .device import DeviceInfo
 from .options import PlanOptions
 from .tuning import CudaTuning
@@ -72,13 +73,20 @@ def register_partials_budget(device: DeviceInfo, tuning: CudaTuning) -> float:
     return tuning.register_partials_share * device.register_file_bytes
 
 
+def rows_in_l1(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
+    """Rows whose [M, N] inputs fit the L1 share the unrolled tiles' second pass reads."""
+    row_bytes = max(1, shape.shared_bytes // max(1, shape.M_hint))
+    return int(tuning.register_rows_l1_share * device.l1_bytes // row_bytes)
+
+
 def register_tiles_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
     """Unrolled column tiles for a column-tiled row, or 0 when its partials would take
-    more than `register_partials_share` of an SM's register file, or the row needs too
-    many tiles."""
+    more than `register_partials_share` of an SM's register file, the row needs too many
+    tiles, or one row's inputs do not fit the L1 the second pass reads them from."""
     tiles = -(-shape.N // min(tuning.register_tile, next_pow2(shape.N)))
     if (tiles > tuning.max_register_tiles
-            or partial_bytes(shape) > register_partials_budget(device, tuning)):
+            or partial_bytes(shape) > register_partials_budget(device, tuning)
+            or rows_in_l1(shape, device, tuning) < 1):
         return 0
     return tiles
 
@@ -90,12 +98,14 @@ def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTu
     return _programs(shape, tuning, device.cores * per_sm, shape.M_hint)
 
 
-def register_tiled_configs(r0_block: int, max_warps: int) -> tuple[Config, ...]:
-    """Rows per iteration {1, 2} x warps {max/2, max}; the tile (R0_BLOCK) is fixed, the
-    unrolled code is written for it."""
+def register_tiled_configs(r0_block: int, max_warps: int, max_rows: int = 2
+                           ) -> tuple[Config, ...]:
+    """Rows per iteration {1, 2} (at most `max_rows`, the rows the L1 holds) x warps
+    {max/2, max}; the tile (R0_BLOCK) is fixed, the unrolled code is written for it."""
     return tuple((("XBLOCK", xblock), ("R0_BLOCK", r0_block), ("num_warps", warps),
                   ("num_stages", 1))
-                 for xblock in (1, 2) for warps in sorted({max(2, max_warps // 2), max_warps}))
+                 for xblock in (1, 2) if xblock <= max(1, max_rows)
+                 for warps in sorted({max(2, max_warps // 2), max_warps}))
 
 
 def candidate_configs(tuning: CudaTuning, block_m: int, r0_block: int,
@@ -201,7 +211,8 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     configs: tuple[Config, ...] = ()
     if (not column_tiled or register_tiles) and (not device.interpreted
                                                   or tuning.autotune_on_cpu):
-        configs = (register_tiled_configs(r0_block, max_warps) if register_tiles
+        configs = (register_tiled_configs(r0_block, max_warps,
+                                          rows_in_l1(shape, device, tuning)) if register_tiles
                    else candidate_configs(tuning, block_m, r0_block, max_warps))
     final_step = None
     if tuning.generated_final_step:
@@ -228,35 +239,9 @@ def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     return True, ""
 
 
-def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
-               tuning: CudaTuning) -> tuple[bool, str]:
-    """Fuse when the bytes saved beat the bytes and launch added.
-
-    Unfused, the column kernels read the shared [M, N] inputs a second time, but what
-    still sits in L2 after the row kernel (about half of L2) costs no DRAM traffic.
-    Fused, every program writes one workspace row per column reduction (read back from
-    L2 by the final step) and the final step is one more launch.
-    """
-    rows_per_program = plan_.rows_per_program(shape.M_hint)
-    if rows_per_program < 4 * plan_.block_m and plan_.block_m < 64:
-        return False, f"only {rows_per_program} rows per program"
-    bw = device.dram_bytes_per_s
-    second_read = max(0, shape.shared_bytes - device.l2_bytes // 2)
-    t_unfused = (shape.total_bytes + second_read) / bw
-    t_fused = fused_dram_seconds(shape, device, plan_.programs) + tuning.finalize_launch_s
-    if plan_.register_tiles:
-        # Unrolled tiles: a row block's loads are independent, one DRAM round trip per
-        # row block; the second pass re-reads the block from L1.
-        trips = rows_per_program // plan_.block_m
-        t_fused = max(t_fused, trips * tuning.load_round_trip_s)
-    elif plan_.column_tiled:
-        # Two passes over each row block in column tiles, one dependent load round trip
-        # per tile and a single row block in flight per program: latency-bound.
-        tiles = -(-shape.N // plan_.r0_block)
-        trips = 2 * (rows_per_program // plan_.block_m) * tiles
-        t_fused = max(t_fused, trips * tuning.load_round_trip_s)
-    if t_fused >= t_unfused:
-        return False, (f"fused {t_fused * 1e6:.1f} us >= unfused {t_unfused * 1e6:.1f} us "
-                       f"(second read {second_read} B after {device.l2_bytes // 2} B of L2 "
-                       "reuse)")
-    return True, ""
+def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo, tuning: CudaTuning,
+               options: PlanOptions) -> tuple[bool, str]:
+    """Fuse when the calibrated cost model (plan/cost.py) predicts the fused kernel faster
+    than what stock torch.compile runs instead."""
+    est = cost.estimate(shape, plan_, device, tuning, options)
+    return est.fuse, "" if est.fuse else est.describe()

@@ -26,6 +26,7 @@ class DeviceInfo:
     cores: int = 1  # SMs (NVIDIA) / vector cores (Ascend)
     l2_bytes: int = 40 * 2**20
     register_file_bytes: int = 4 * 65536  # per SM
+    l1_bytes: int = 256 * 1024  # L1 / shared memory per SM (NVIDIA)
     dram_bytes_per_s: float = 2.0e12
     capability: tuple[int, int] = (0, 0)  # NVIDIA compute capability; (0, 0) elsewhere
     ub_bytes: int = 0  # Ascend Unified Buffer per core; 0 elsewhere
@@ -95,9 +96,21 @@ def _queried(device: torch.device) -> DeviceInfo:
         cores=int(getattr(props, "multi_processor_count", 0) or 1),
         l2_bytes=l2,
         register_file_bytes=4 * int(getattr(props, "regs_per_multiprocessor", 0) or 65536),
+        l1_bytes=_l1_bytes(device),
         dram_bytes_per_s=compat.dram_bytes_per_s(device) or 2.0e12,
         capability=((int(props.major or 0), int(getattr(props, "minor", 0) or 0))
                     if device.type == "cuda" and not torch.version.hip else (0, 0)))
+
+
+def _l1_bytes(device: torch.device) -> int:
+    """Combined L1 / shared memory per SM: what the driver reports as the most shared
+    memory one SM can give, plus the L1 that stays (256 KB on sm_90, 192 KB on sm_80)."""
+    try:
+        props = torch.cuda.get_device_properties(device)
+        smem = int(getattr(props, "shared_memory_per_multiprocessor", 0) or 0)
+        return max(smem + 32 * 1024, 128 * 1024) if smem else 256 * 1024
+    except Exception:
+        return 256 * 1024
 
 
 #: Vector cores when torch_npu cannot say: torch_npu's fallback for 910B3.

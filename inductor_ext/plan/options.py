@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .. import compat
 from .. import config as ext_config
 from . import tuning as tuning_mod
 
@@ -16,13 +17,17 @@ class PlanOptions:
     max_persistent_n: int = 16384
     ascend_vector_cores: int | None = None
     ascend_ub_bytes: int = 192 * 1024
+    #: The baseline's own mix-order gates ("none", "strict", "relaxed"): what stock
+    #: torch.compile would fuse without us (`compat.upstream_mix_order_gates`).
+    upstream_gates: str = "strict"
 
 
 def options_from_config() -> PlanOptions:
     return PlanOptions(split_size=ext_config.split_size,
                        max_persistent_n=ext_config.max_persistent_n,
                        ascend_vector_cores=ext_config.ascend_vector_cores,
-                       ascend_ub_bytes=ext_config.ascend_ub_bytes)
+                       ascend_ub_bytes=ext_config.ascend_ub_bytes,
+                       upstream_gates=compat.upstream_mix_order_gates())
 
 
 def tuning_from_config(target: str) -> Any:

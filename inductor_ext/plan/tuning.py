@@ -71,8 +71,31 @@ class CudaTuning:
     wave_cost_share: float = 0.02
     #: Final steps with more programs than this per SM run at half the warps.
     final_step_programs_per_sm: int = 4
-    #: Fixed cost of the extra launch of the final step, in seconds.
-    finalize_launch_s: float = 3e-6
+    #: Cost model (plan/cost.py), fitted on the H100 sweep bench/results/
+    #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
+    #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
+    #: and of upstream's own mix-order kernel.
+    fused_overhead_s: float = 4.6e-6
+    fused_efficiency: float = 0.875
+    unfused_overhead_s: float = 7.5e-6
+    unfused_efficiency: float = 0.75
+    upstream_overhead_s: float = 16.3e-6
+    upstream_efficiency: float = 0.80
+    #: Looped column tiles: one pass over one column tile of one row block (ln
+    #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
+    looped_tile_s: float = 2.4e-6
+    #: Fewer rows per program than this: a workspace row per program and the final step
+    #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
+    #: 16 rows each, one row block: 1.5-2.2x).
+    min_rows_per_program: int = 4
+    #: Operands read with a stride along the row fuse only when a row block reads this
+    #: many contiguous bytes of them (rows adjacent in memory): at 4 bytes the fused loop
+    #: ran 0.69x of stock (rms 16384x4096 transposed), at 64 bytes 1.30x (sums 262144x256).
+    strided_min_run_bytes: int = 64
+    #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
+    #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
+    #: 0.94x of stock), and the configs of two rows per iteration only when two do.
+    register_rows_l1_share: float = 0.75
     #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
     #: program i % programs, so the programs' loads advance through memory side by side.
     row_order: str = "strided"

@@ -100,7 +100,7 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
-    ok, why = planner.profitable(shape, plan, info, tuning)
+    ok, why = planner.profitable(shape, plan, info, tuning, options)
     if not ok and not ext_config.always_fuse:
         return None, shape, "not_profitable", why
     return plan, shape, "", "" if ok else why
