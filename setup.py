@@ -7,7 +7,7 @@ setup(
     packages=find_packages(include=["inductor_ext", "inductor_ext.*"]),
     py_modules=["inductor_ext_autoload"],
     python_requires=">=3.10",
-    install_requires=["torch>=2.11,<2.15"],
+    install_requires=["torch>=2.11,<2.16"],
     extras_require={
         "test": ["pytest", "hypothesis", "numpy", "matplotlib"],
         "plot": ["matplotlib"],

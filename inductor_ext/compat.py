@@ -1,4 +1,4 @@
-"""Every difference between the Inductor versions we support (torch 2.11 - 2.14) lives here.
+"""Every difference between the Inductor versions we support (torch 2.11 - 2.15) lives here.
 
 The rest of the package imports Inductor internals through this module only, so a new
 torch release means reading one file.
@@ -80,7 +80,7 @@ except ImportError:  # torch 2.11 has no such rewrite
         return None
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-SUPPORTED_TORCH = ((2, 11), (2, 14))
+SUPPORTED_TORCH = ((2, 11), (2, 15))
 
 TritonKernel = triton_codegen.TritonKernel
 TritonScheduling = triton_codegen.TritonScheduling
@@ -164,7 +164,10 @@ def _recording_create_multilayer(
     split: Any,
     reduction_hint: Any,
     input_node: Any = None,
+    **kwargs: Any,
 ) -> Any:
+    # torch 2.14 added a keyword-only `strict_sum`, renamed `strict_reduction` in 2.15
+    # (config.numerics="strict": eager's reduction order). Pass any such keyword on as is.
     out = _original_create_multilayer(
         cls,
         device,
@@ -177,6 +180,7 @@ def _recording_create_multilayer(
         split,
         reduction_hint,
         input_node,
+        **kwargs,
     )
     try:
         from . import plugin
