@@ -245,6 +245,20 @@ def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[An
     return sizes, body
 
 
+#: Reduction fields set on a "strict" reduction (config.numerics="strict", torch >= 2.14):
+#: Inductor must keep eager's summation order (strict_sum_* in 2.14, strict_reduction_* in
+#: 2.15). Absent before 2.14.
+_STRICT_RBLOCK_FIELDS = ("strict_reduction_rblock", "strict_sum_rblock")
+
+
+def is_strict_reduction(snode: Any) -> bool:
+    """Whether this node is a reduction whose summation order Inductor promised to keep;
+    the fused kernel would change it (upstream's mix-order declines these too)."""
+    data = getattr(getattr(snode, "node", None), "data", None)
+    return isinstance(data, ir.Reduction) and any(
+        getattr(data, field, None) is not None for field in _STRICT_RBLOCK_FIELDS)
+
+
 def reduction_type_of(snode: SchedulerNode) -> str | None:
     node = snode.node
     if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):
