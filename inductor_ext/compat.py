@@ -1,4 +1,4 @@
-"""Every difference between the Inductor versions we support (torch 2.11 - 2.14) lives here.
+"""Every difference between the Inductor versions we support (torch 2.11 - 2.15) lives here.
 
 The rest of the package imports Inductor internals through this module only, so a new
 torch release means reading one file.
@@ -80,7 +80,7 @@ except ImportError:  # torch 2.11 has no such rewrite
         return None
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-SUPPORTED_TORCH = ((2, 11), (2, 14))
+SUPPORTED_TORCH = ((2, 11), (2, 15))
 
 TritonKernel = triton_codegen.TritonKernel
 TritonScheduling = triton_codegen.TritonScheduling
@@ -173,7 +173,10 @@ def _recording_create_multilayer(
     split: Any,
     reduction_hint: Any,
     input_node: Any = None,
+    **kwargs: Any,
 ) -> Any:
+    # torch 2.14 added a keyword-only `strict_sum`, renamed `strict_reduction` in 2.15
+    # (config.numerics="strict": eager's reduction order). Pass any such keyword on as is.
     out = _original_create_multilayer(
         cls,
         device,
@@ -186,6 +189,7 @@ def _recording_create_multilayer(
         split,
         reduction_hint,
         input_node,
+        **kwargs,
     )
     try:
         if _recording[0]():
@@ -284,6 +288,20 @@ def reads_rows_contiguously(dep: Any) -> bool:
     axis; anything Inductor cannot tell counts as contiguous."""
     check = getattr(dep, "stride1_for_last_dim", None)
     return True if check is None else bool(check(result_for_complex_expression=True))
+
+
+#: Reduction fields set on a "strict" reduction (config.numerics="strict", torch >= 2.14):
+#: Inductor must keep eager's summation order (strict_sum_* in 2.14, strict_reduction_* in
+#: 2.15). Absent before 2.14.
+_STRICT_RBLOCK_FIELDS = ("strict_reduction_rblock", "strict_sum_rblock")
+
+
+def is_strict_reduction(snode: Any) -> bool:
+    """Whether this node is a reduction whose summation order Inductor promised to keep;
+    the fused kernel would change it (upstream's mix-order declines these too)."""
+    data = getattr(getattr(snode, "node", None), "data", None)
+    return isinstance(data, ir.Reduction) and any(
+        getattr(data, field, None) is not None for field in _STRICT_RBLOCK_FIELDS)
 
 
 def reduction_type_of(snode: SchedulerNode) -> str | None:

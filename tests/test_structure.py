@@ -4,9 +4,11 @@ import contextlib
 import dataclasses
 import os
 import re
+import types
 from unittest import mock
 
 import pytest
+import sympy
 import torch
 import triton
 import triton.language as tl
@@ -237,6 +239,67 @@ def test_unsupported_reduction_type_is_declined(plugin):
     ref = fn(a, b)
     torch.testing.assert_close(got[0], ref[0])
     assert torch.equal(got[1], ref[1])
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs["unsupported_reduction_type"] >= 1
+
+
+def _strict_rblock_field():
+    """Name of Inductor's strict-reduction field (torch 2.14: strict_sum_rblock, 2.15:
+    strict_reduction_rblock); None before 2.14, which has no strict reductions."""
+    import dataclasses
+
+    from torch._inductor import ir
+
+    names = {f.name for f in dataclasses.fields(ir.Reduction)}
+    return next((f for f in ("strict_reduction_rblock", "strict_sum_rblock") if f in names),
+                None)
+
+
+def test_strict_reductions_are_recognised():
+    """compat reads the strict mark under the running torch's field name."""
+    from torch._inductor import ir
+    from torch._inductor.runtime.hints import ReductionHint
+
+    from inductor_ext import compat
+
+    field = _strict_rblock_field()
+    if field is None:
+        pytest.skip("this torch (< 2.14) has no strict reductions")
+
+    def snode(**extra):
+        data = ir.Reduction(device=torch.device("cpu"), dtype=torch.float32,
+                            inner_fn=lambda index, rindex: None, ranges=[4],
+                            reduction_ranges=[8], reduction_type="sum",
+                            src_dtype=torch.float32, reduction_hint=ReductionHint.INNER,
+                            **extra)
+        return types.SimpleNamespace(node=types.SimpleNamespace(data=data))
+
+    assert not compat.is_strict_reduction(snode())
+    assert compat.is_strict_reduction(snode(**{field: 8}))
+    assert not compat.is_strict_reduction(types.SimpleNamespace(node=None))
+
+
+@pytest.mark.parametrize("side", ["row", "column"])
+def test_strict_reductions_are_declined(plugin, monkeypatch, side):
+    """A strict reduction keeps eager's summation order, which the fused kernel would
+    change: the group is declined on either side and Inductor's kernels run. (Triton
+    3.9 has no inner-tree ordering, so Inductor makes none here: the mark is forced.)"""
+    from inductor_ext import compat
+
+    M, N = 64, 40
+
+    def forced(snode):  # the row reduction runs over N columns, the column ones over rows
+        rsize = snode.node.get_reduction_size()
+        if not rsize:
+            return False
+        return (int(sympy.Mul(*rsize)) == N) == (side == "row")
+
+    monkeypatch.setattr(compat, "is_strict_reduction", forced)
+    args = _inputs(M, N)
+    got = torch.compile(rms_backward)(*args)
+    ref = rms_backward(*(a.double() for a in args))
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4)
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["unsupported_reduction_type"] >= 1
 

@@ -5,7 +5,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``producer_consumer``: a path connects the row and the column reduction, so one must
   finish before the other starts.
 - ``unsupported_reduction_type``: the column reduction is not sum/prod/max/min (welford,
-  argmax, scans...), or the row side holds a scan/sort.
+  argmax, scans...), or the row side holds a scan/sort, or either side is a strict
+  reduction (``config.numerics="strict"``, torch >= 2.14: eager's summation order is kept).
 - ``unsupported_dtype``: the column reduction accumulates a non-floating dtype.
 - ``not_persistent``: the row does not fit on chip (longer than ``config.max_persistent_n``,
   or the Ascend Unified Buffer) and the column-tiled path cannot take a non-sum partial.
@@ -52,6 +53,8 @@ def check_graph(candidate: Candidate) -> str | None:
         node = getattr(sub, "node", None)
         if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, (ir.Scan, ir.Sort)):
             return "unsupported_reduction_type"
+        if compat.is_strict_reduction(sub):
+            return "unsupported_reduction_type"
     return None
 
 
@@ -60,6 +63,8 @@ def check_column(candidate: Candidate, col: ColumnReduction,
     """(reason, detail) if this column reduction cannot join the group."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
+    if any(compat.is_strict_reduction(node) for node in col.absorbed):
+        return "unsupported_reduction_type", f"{col.out_name} is a strict reduction"
     dtype = _column_src_dtype(col)
     if dtype is None or not dtype.is_floating_point:
         return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
