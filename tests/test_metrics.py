@@ -14,6 +14,7 @@ from torch._dynamo.utils import counters
 import inductor_ext
 from inductor_ext import report
 from inductor_ext.metrics import TABLE_COLUMNS
+from inductor_ext.testing import tuned
 from inductor_ext.testing.reference import layer_norm, rms_backward
 
 TABLES = "mix_order_fusion,mix_order_reject"
@@ -79,7 +80,9 @@ def test_reject_rows(plugin, tables):
     x, w, dy, _ = _inputs()
     torch.compile(producer_consumer)(x, w, dy)
     torch.compile(argmax_pair)(torch.randn(33, 29), torch.randn(33, 29))
-    with inductor_ext.config.patch(always_fuse=False):
+    # The cost model fuses a 64x40 group (one launch saved); asking for more rows per
+    # program than it has makes the model decline it.
+    with inductor_ext.config.patch(always_fuse=False), tuned("cuda", min_rows_per_program=65):
         torch._dynamo.reset()
         torch.compile(rms_backward)(*_inputs())
     header, rows = _rows("mix_order_reject")
@@ -90,6 +93,7 @@ def test_reject_rows(plugin, tables):
     assert "not_profitable" in reasons
     small = next(r for r in rows if r["reason"] == "not_profitable")
     assert (small["M"], small["N"]) == ("64", "40")
+    assert "only 64 rows per program" in small["detail"]
     assert inductor_ext.metrics.rejected_pairs["not_profitable"] == 1
 
 

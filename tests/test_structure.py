@@ -24,6 +24,7 @@ from inductor_ext.plan import (
     assume_device,
 )
 from inductor_ext.plan import cuda as cuda_plan
+from inductor_ext.testing import tuned
 from inductor_ext.testing.reference import (
     assert_close,
     autograd_grads,
@@ -304,11 +305,21 @@ def test_strict_reductions_are_declined(plugin, monkeypatch, side):
     assert inductor_ext.metrics.rejected_pairs["unsupported_reduction_type"] >= 1
 
 
-def test_small_shape_is_not_profitable_without_always_fuse(interp):
-    with torch._inductor.config.patch(inductor_ext.options()):
+def test_cost_model_decline_keeps_inductor_kernels_without_always_fuse(interp):
+    """A group the cost model declines (here: fewer rows per program than the tuning asks
+    for) keeps Inductor's kernels; `always_fuse` off is the default."""
+    with torch._inductor.config.patch(inductor_ext.options()), \
+            tuned("cuda", min_rows_per_program=65):
         torch.compile(rms_backward)(*_inputs())
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["not_profitable"] == 1
+
+
+def test_small_shape_fuses_by_default(interp):
+    """64x40: the model predicts one fused launch cheaper than Inductor's two kernels."""
+    with torch._inductor.config.patch(inductor_ext.options()):
+        torch.compile(rms_backward)(*_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 1
 
 
 def test_disabled_matches_stock_inductor(interp):
