@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
@@ -20,6 +21,8 @@ from torch._inductor.codegen import triton as triton_codegen
 from torch._inductor.codegen.simd import DisableReduction, EnableReduction
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.custom_graph_pass import get_hash_for_files
+from torch._inductor.dependencies import index_vars_no_squeeze
+from torch._inductor.loop_body import LoopBody
 from torch._inductor.ops_handler import WrapperHandler
 from torch._inductor.optimize_indexing import indexing_dtype_strength_reduction
 from torch._inductor.runtime.hints import DeviceProperties
@@ -94,6 +97,7 @@ __all__ = [
     "EnableReduction",
     "FixedTritonConfig",
     "FusedSchedulerNode",
+    "LoopBody",
     "Placeholder",
     "SIMDKernelFeatures",
     "Scheduler",
@@ -103,6 +107,7 @@ __all__ = [
     "V",
     "WrapperHandler",
     "get_hash_for_files",
+    "index_vars_no_squeeze",
     "ir",
     "triton_type",
 ]
@@ -309,13 +314,33 @@ def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
 
 
 def triton_scheduling_of(backend: Any) -> Any:
-    """The TritonScheduling behind a device backend (CUDA wraps it in a combined one)."""
-    if isinstance(backend, TritonScheduling):
-        return backend
+    """The TritonScheduling behind a device backend. Combined schedulings (CUDA's, and
+    torch_npu's, which also subclasses TritonScheduling itself) delegate Triton kernels to
+    their `_triton_scheduling`, whose kernel class is the one the device really uses."""
     inner = getattr(backend, "_triton_scheduling", None)
     if isinstance(inner, TritonScheduling):
         return inner
+    if isinstance(backend, TritonScheduling):
+        return backend
     return None
+
+
+def simd_numels(group: Any) -> tuple[Any, Any] | None:
+    """(numel, rnumel) of a node's `group` from a SIMD (Triton) scheduling, else None.
+
+    Inductor's Triton scheduling groups by numbers. torch_npu's groups each side as a
+    tuple subclass of sizes with a `numels()` product (NumelList); the C++ backend groups
+    by plain tuples of sizes, which stay unrecognised."""
+    if not group or len(group) != 2 or len(group[1]) != 2:
+        return None
+    out = []
+    for value in group[1]:
+        if isinstance(value, tuple) and callable(getattr(value, "numels", None)):
+            value = value.numels()
+        if not isinstance(value, (int, sympy.Expr)):
+            return None
+        out.append(value)
+    return out[0], out[1]
 
 
 def kernel_path(src_code: str, kernel_name: str) -> str:

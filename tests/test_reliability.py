@@ -35,7 +35,7 @@ STAGES = {
     "match": (hook, "find_candidates"),
     "launch_config": (CudaFlavor, "plan"),
     "convert": (hook, "convert"),
-    "reorder": (reorder, "rows_outer_ranges"),
+    "reorder": (reorder, "rows_first_body"),
     "codegen": (kernel_mod.MixOrderKernelMixin, "codegen_body"),
 }
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-
-def rows_outer_ranges(iter_sizes: Sequence[Any], red_sizes: Sequence[Any]
-                      ) -> list[list[Any]]:
-    """Ranges in the kernel's (x, r0) order for a body sized (columns, rows)."""
-    return [list(red_sizes), list(iter_sizes)]
+from ..compat import LoopBody, index_vars_no_squeeze
 
 
-def body_args(kernel_vars: Sequence[Sequence[Any]]) -> tuple[list[Any], list[Any]]:
-    """Kernel (x vars, r0 vars) -> the body's (output vars, reduction vars)."""
-    row_vars, col_vars = kernel_vars
-    return list(col_vars), list(row_vars)
+def rows_first_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any]
+                    ) -> tuple[LoopBody, list[list[Any]]]:
+    """The column reduction's LoopBody re-expressed with its row (reduction) variables first:
+    (body, [row sizes, column sizes]). Called as `body(row_vars, col_vars)`, it is the
+    (x, r) order of the fused kernel, so code that walks a kernel's nodes by their ranges
+    (torch_npu's index analysis) sees it like any [M, N] node of the kernel."""
+    (row_vars, col_vars), var_ranges = index_vars_no_squeeze(
+        list(red_sizes), list(iter_sizes), prefix="p")
+    swapped = LoopBody(body, [col_vars, row_vars], var_ranges, row_vars, col_vars)
+    return swapped, [list(red_sizes), list(iter_sizes)]
