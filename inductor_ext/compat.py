@@ -18,6 +18,7 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import triton as triton_codegen
+from torch._inductor.codegen.common import ArgName
 from torch._inductor.codegen.simd import DisableReduction, EnableReduction
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.custom_graph_pass import get_hash_for_files
@@ -90,6 +91,7 @@ TritonScheduling = triton_codegen.TritonScheduling
 FixedTritonConfig = triton_codegen.FixedTritonConfig
 
 __all__ = [
+    "ArgName",
     "BaseSchedulerNode",
     "CustomSchedulerPass",
     "DeviceProperties",
@@ -277,6 +279,46 @@ def reduction_type_of(snode: SchedulerNode) -> str | None:
     return None
 
 
+def reduction_hint_name(snode: SchedulerNode) -> str:
+    """Inductor's ReductionHint name of a reduction node ('' if none).
+
+    torch_npu's `Reduction.num_splits` calls every reduction that is not a full one
+    DEFAULT, which leaves the matcher no way to tell a row reduction over contiguous
+    elements from a column reduction. For nodes grouped by torch_npu (NumelList groups)
+    the hint is read back from the loads as upstream means it: INNER when some load is
+    contiguous along the reduction, OUTER when along the iteration instead."""
+    hint = getattr(getattr(getattr(snode, "node", None), "data", None), "reduction_hint", None)
+    name = getattr(hint, "name", "")
+    group = getattr(snode, "group", None)
+    vendor_grouped = bool(group) and len(group) == 2 and any(
+        callable(getattr(v, "numels", None)) for v in group[1])
+    if name != "DEFAULT" or not vendor_grouped:
+        return name
+    return _hint_from_strides(snode) or name
+
+
+def _hint_from_strides(snode: SchedulerNode) -> str | None:
+    from torch._inductor.loop_body import MemoryUsageType
+
+    body = getattr(snode, "_body", None)
+    if body is None or not body.reduce_vars or not body.iter_vars:
+        return None
+    inner = outer = False
+    for entry in body.memory_usage[MemoryUsageType.LOAD]:
+        index = body.indexing_exprs.get(entry.index_name)
+        if index is None:
+            continue
+        inner |= _stride(index, body.reduce_vars[-1]) == 1
+        outer |= _stride(index, body.iter_vars[-1]) == 1
+    if inner != outer:
+        return "INNER" if inner else "OUTER"
+    return None
+
+
+def _stride(index: sympy.Expr, var: sympy.Symbol) -> Any:
+    return sympy.expand(index).coeff(var, 1) if var in index.free_symbols else 0
+
+
 def scheduler_of(nodes: Sequence[BaseSchedulerNode]) -> Scheduler | None:
     for node in nodes:
         sched = getattr(node, "scheduler", None)
@@ -341,6 +383,13 @@ def simd_numels(group: Any) -> tuple[Any, Any] | None:
             return None
         out.append(value)
     return out[0], out[1]
+
+
+def scheduling_class_for(device_type: str) -> Any:
+    """The scheduling class registered for a device type (None if none is)."""
+    from torch._inductor.codegen.common import get_scheduling_for_device
+
+    return get_scheduling_for_device(device_type)
 
 
 def kernel_path(src_code: str, kernel_name: str) -> str:

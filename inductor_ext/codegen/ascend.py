@@ -9,45 +9,29 @@ num_warps / num_stages do not exist there, so the fixed config carries only XBLO
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import torch
 
+from .. import compat
 from .. import config as ext_config
+from ..backends import npu, npu_ub
 from .flavor import LaunchPlan, ShapeInfo, TargetFlavor, next_pow2, prev_pow2, register
 
-#: Vector cores when neither config nor torch_npu says: torch_npu's fallback for 910B3.
-DEFAULT_VECTOR_CORES = 40
 #: fp32 temporaries per element the row math keeps live besides loads, stores, accumulators.
 _FP32_TEMPS = 2
 _TAIL_ALIGN_BYTES = 32
 
 
-@functools.cache
-def _runtime_vector_cores() -> int | None:
-    """Vector cores reported by torch_npu, when it is importable (it needs CANN)."""
-    try:
-        import torch_npu  # noqa: F401
-    except Exception:
-        return None
-    try:
-        props = torch.npu.get_device_properties(torch.npu.current_device())
-        for attr in ("vector_core_num", "cube_core_num"):
-            value = getattr(props, attr, None)
-            if value:
-                return int(value) * (1 if attr == "vector_core_num" else 2)
-    except Exception:
-        return None
-    return None
-
-
 def vector_cores() -> int:
-    return ext_config.ascend_vector_cores or _runtime_vector_cores() or DEFAULT_VECTOR_CORES
+    """The grid: `config.ascend_vector_cores`, else torch_npu's count (NPU_DEVICE_LIMIT
+    applied), else 40 (910B3)."""
+    return npu.soc_facts().vector_cores
 
 
 def ub_budget_bytes(multibuffer: bool = True) -> int:
     """Unified Buffer bytes one program may fill (halved by double buffering)."""
-    return ext_config.ascend_ub_bytes // (2 if multibuffer else 1)
+    return npu.soc_facts().ub_bytes // (2 if multibuffer else 1)
 
 
 def tile_bytes_per_elem(shape: ShapeInfo) -> int:
@@ -70,7 +54,14 @@ class AscendFlavor(TargetFlavor):
     #: Rows per block never exceed this (masks and index math stay small).
     max_block_m = 64
 
+    def claims(self, device: torch.device) -> bool:
+        """NPU devices, and any device whose kernels torch_npu's backend generates (the
+        emulation registers it for CPU tensors)."""
+        return super().claims(device) or npu.serves(device)
+
     def fits(self, shape: ShapeInfo) -> tuple[bool, str]:
+        if npu.serves(shape.device):
+            return _torch_npu_fits(shape)
         align = max(1, _TAIL_ALIGN_BYTES // max(1, shape.elem_bytes))
         need = align * tile_bytes_per_elem(shape)
         if need > ub_budget_bytes():
@@ -78,6 +69,8 @@ class AscendFlavor(TargetFlavor):
         return True, ""
 
     def plan(self, shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
+        if npu.serves(shape.device):
+            return _torch_npu_plan(shape, split_size)  # built on torch_npu's kernel class
         r0_block = padded_row(shape)
         per_elem = tile_bytes_per_elem(shape)
         budget = ub_budget_bytes()
@@ -122,6 +115,98 @@ class AscendFlavor(TargetFlavor):
 
     def loop_statement(self, plan: LaunchPlan) -> str:
         return "for xoffset in tl.range(tl.program_id(0) * XBLOCK, xnumel, row_step):"
+
+
+# ----------------------------------------------------------------------------------------
+# Kernels built on torch_npu's NPUIndexTritonKernel (inductor_ext.backends.npu_kernel)
+# ----------------------------------------------------------------------------------------
+
+#: Column tile (R1BLOCK_SUB) of rows too long for a persistent tile: at most this.
+MAX_COLUMN_TILE = 8192
+#: Launch configs torch_npu's autotuner may time, at most.
+MAX_NPU_CONFIGS = 4
+
+
+def _npu_layout(shape: ShapeInfo, block_m: int, cols: int, looped: bool,
+                multibuffer: bool) -> npu_ub.Layout:
+    return npu_ub.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
+                         partials=shape.num_columns, looped=looped, multibuffer=multibuffer)
+
+
+def _fitting_block_m(shape: ShapeInfo, cols: int, looped: bool, multibuffer: bool,
+                     ub: int) -> int:
+    """Largest power-of-two rows per block whose calibrated UB estimate fits (0: none)."""
+    block_m = AscendFlavor.max_block_m
+    while block_m >= 1:
+        if npu_ub.fits(_npu_layout(shape, block_m, cols, looped, multibuffer), ub):
+            return block_m
+        block_m //= 2
+    return 0
+
+
+def _torch_npu_fits(shape: ShapeInfo) -> tuple[bool, str]:
+    """Some one-row column tile fits the UB (the looped path takes any N)."""
+    ub = npu.soc_facts().ub_bytes
+    cols = npu_ub.MIN_COLUMN_TILE
+    if _fitting_block_m(shape, cols, True, False, ub):
+        return True, ""
+    need = npu_ub.estimate(_npu_layout(shape, 1, cols, True, False))
+    return False, f"even a 1x{cols} tile needs {need} B of Unified Buffer (UB {ub} B)"
+
+
+def _torch_npu_plan(shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
+    """Programs = vector cores (a fixed grid; each owns a contiguous run of rows, walked in
+    blocks of `block_m` rows); whole rows (persistent) when a block of full rows fits with
+    multibuffer, else the widest column tile that does; configs for torch_npu's autotuner:
+    the largest fitting block and half of it, with and without multibuffer."""
+    facts = npu.soc_facts()
+    ub = facts.ub_bytes
+    N = shape.N
+    looped = (N > ext_config.max_persistent_n
+              or not _fitting_block_m(shape, N, False, True, ub))
+    cols = N
+    if looped:
+        cols = min(MAX_COLUMN_TILE, max(prev_pow2(N), npu_ub.MIN_COLUMN_TILE))
+        while cols > npu_ub.MIN_COLUMN_TILE and not _fitting_block_m(shape, cols, True,
+                                                                      True, ub):
+            cols //= 2
+    configs: list[tuple[tuple[str, Any], ...]] = []
+    for multibuffer in (True, False):
+        best = _fitting_block_m(shape, cols, looped, multibuffer, ub)
+        if best and split_size is not None:
+            best = min(best, prev_pow2(split_size))
+        if best:
+            best = min(best, next_pow2(shape.M_hint))
+        for block_m in (best, best // 2):
+            if block_m >= 1:
+                configs.append(_npu_config(block_m, cols, looped, multibuffer))
+    if not configs:
+        raise ValueError(f"no NPU tile of {cols} columns fits {ub} B of UB")
+    configs = list(dict.fromkeys(configs))[:MAX_NPU_CONFIGS]
+    if compat.deterministic_mode():
+        configs = configs[:1]  # configs differ in summation order
+    first = dict(configs[0])
+    block_m = first["block_m"]
+    programs = facts.vector_cores
+    if shape.M_static:
+        programs = max(1, min(programs, -(-shape.M_hint // block_m)))
+    estimate = npu_ub.estimate(_npu_layout(shape, block_m, cols, looped,
+                                           first["multibuffer"]))
+    return LaunchPlan(target=AscendFlavor.name, programs=programs, block_m=block_m,
+                      r0_block=cols, num_warps=1, num_stages=1, row_loop="contiguous",
+                      extra=(("ub_bytes", estimate), ("ub_budget", ub),
+                             ("backend", "torch_npu")),
+                      column_tiled=looped, configs=tuple(configs))
+
+
+def _npu_config(block_m: int, cols: int, looped: bool, multibuffer: bool
+                ) -> tuple[tuple[str, Any], ...]:
+    """One launch config in axis-neutral names (hashable); the kernel writes it in its own
+    axis names (`block_m` -> X0BLOCK_SUB, `cols` -> R1BLOCK_SUB)."""
+    cfg: dict[str, Any] = {"block_m": block_m, "multibuffer": multibuffer}
+    if looped:
+        cfg["cols"] = cols
+    return tuple(sorted(cfg.items()))
 
 
 register(AscendFlavor())

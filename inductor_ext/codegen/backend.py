@@ -36,11 +36,13 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
 
 
 def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, node: Any) -> None:
+    from ..backends import npu_kernel
     from ..scheduler.hook import _warn_once, decline
-    from .kernel import codegen_mix_order
+    from .kernel import INDUCTOR_ADAPTER, codegen_mix_order
 
     try:
-        codegen_mix_order(triton_sched, node)
+        adapter = npu_kernel.adapter_for(triton_sched) or INDUCTOR_ADAPTER
+        codegen_mix_order(triton_sched, node, adapter)
         return
     except Exception as exc:
         _warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "

@@ -104,6 +104,10 @@ class TargetFlavor:
     #: as `unsupported_dtype`.
     accumulator_dtypes: ClassVar[tuple[torch.dtype, ...]] = (torch.float32, torch.float64)
 
+    def claims(self, device: torch.device) -> bool:
+        """`target="auto"` picks this flavor for the device."""
+        return device.type in self.device_types
+
     def fits(self, shape: ShapeInfo) -> tuple[bool, str]:
         """Whether a whole row stays on chip (a persistent tile); (False, why) if not."""
         return True, ""
@@ -191,11 +195,12 @@ def get_flavor(name: str) -> TargetFlavor:
 
 
 def flavor_for(device: torch.device, target: str) -> TargetFlavor:
-    """`target` is the config value: "auto" picks by device type, else that flavor."""
+    """`target` is the config value: "auto" picks the flavor that claims the device, else
+    that flavor."""
     if target != "auto":
         return get_flavor(target)
     for flavor in _REGISTRY.values():
-        if device.type in flavor.device_types:
+        if flavor.claims(device):
             return flavor
     return get_flavor("cuda")
 

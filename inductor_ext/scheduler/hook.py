@@ -92,9 +92,12 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
     """(plan, shape, reason, detail); plan is None when the group is declined."""
-    reason = legality.check_graph(cand) or legality.check_backend(cand)
+    reason = legality.check_graph(cand)
     if reason:
         return None, None, reason, ""
+    bad = legality.check_backend(cand)
+    if bad:
+        return None, None, *bad
     flavor = flavor_for(cand.inner.get_device(), ext_config.target)
     accepted = []
     for col in cand.columns:
@@ -128,6 +131,11 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
     if sched is None:
         return nodes
     try:
+        unsupported = legality.unsupported_backends(nodes)
+        for detail in unsupported:
+            decline("<graph>", "?", "?", "unsupported_backend", detail)
+        if unsupported:
+            return nodes
         candidates = find_candidates(nodes)
     except Exception as exc:  # matching must never break a compile
         _warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",

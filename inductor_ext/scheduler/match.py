@@ -158,8 +158,7 @@ def _hint_of(expr: sympy.Expr) -> int:
 
 def _hint_name(snode: SchedulerNode) -> str:
     """Inductor's ReductionHint name for a reduction node ('' if none)."""
-    hint = getattr(getattr(snode.node, "data", None), "reduction_hint", None)
-    return getattr(hint, "name", "")
+    return compat.reduction_hint_name(snode)
 
 
 def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
