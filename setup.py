@@ -5,6 +5,7 @@ setup(
     version="0.1.0",
     description="Mix-order reduction for PyTorch Inductor: fused norm backward (CUDA, Ascend)",
     packages=find_packages(include=["inductor_ext", "inductor_ext.*"]),
+    package_data={"inductor_ext.backends": ["npu_ub_calibration.json"]},
     py_modules=["inductor_ext_autoload"],
     python_requires=">=3.10",
     install_requires=["torch>=2.11,<2.15"],

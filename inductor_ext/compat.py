@@ -36,6 +36,7 @@ from torch._inductor.scheduler import (
 from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.utils import Placeholder, _type_of, triton_type
 from torch._inductor.virtualized import V
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from .logs import log
 
@@ -98,8 +99,10 @@ __all__ = [
     "DisableReduction",
     "EnableReduction",
     "FixedTritonConfig",
+    "FloorDiv",
     "FusedSchedulerNode",
     "LoopBody",
+    "ModularIndexing",
     "Placeholder",
     "SIMDKernelFeatures",
     "Scheduler",

@@ -34,7 +34,9 @@ from .. import compat
 from ..codegen.combine import COMBINE, TL_REDUCE
 from ..codegen.flavor import LaunchPlan, get_flavor
 from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
+from ..compat import DisableReduction, EnableReduction
 from ..runtime import autotune
+from ..scheduler import reorder
 from . import npu
 
 #: The decorator our kernels carry instead of torch_npu's (runtime/npu_autotune.py).
@@ -216,13 +218,20 @@ def kernel_class_for(base: type) -> type:
     return type(f"MixOrder{base.__name__}", (NpuMixOrderKernelMixin, base), {})
 
 
-def _schedule_entry(cb: ColumnBody) -> Any:
-    """A copy of the column's scheduler node that torch_npu's kernel analyses like its own
-    nodes: its body and ranges are the rows-first ones the kernel runs."""
-    entry = copy.copy(cb.owner)
-    entry._body = cb.body
-    entry._sizes = tuple(cb.ranges)
+def _with_body(snode: Any, body: Any, ranges: list[list[Any]]) -> Any:
+    """A copy of a scheduler node running `body` over `ranges` (the node itself, its
+    buffers and dependencies are shared; only what the kernel walks differs)."""
+    entry = copy.copy(snode)
+    entry._body = body
+    entry._sizes = tuple(ranges)
     return entry
+
+
+def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
+    """The node, or a copy whose body has one row and one column variable: torch_npu
+    gives every body variable an axis of its own, and the fused kernel needs one of each."""
+    flat = reorder.flat_rows_body(snode._body, snode.get_ranges(), M, N)
+    return snode if flat is None else _with_body(snode, *flat)
 
 
 class NpuKernelAdapter(KernelAdapter):
@@ -230,11 +239,22 @@ class NpuKernelAdapter(KernelAdapter):
 
     name = "torch_npu"
 
+    def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
+                ) -> list[Any]:
+        """Rows and columns as one variable each, for the row reduction's nodes and the
+        column bodies (whose node copies join the schedule torch_npu analyses)."""
+        schedule = [item if item in (DisableReduction, EnableReduction)
+                    else _one_var_per_axis(item, node.M, node.N) for item in node_schedule]
+        for cb in columns:
+            flat = reorder.flat_rows_body(cb.body, cb.ranges, node.M, node.N)
+            if flat is not None:
+                cb.body, cb.ranges = flat
+            cb.owner = _with_body(cb.owner, cb.body, cb.ranges)
+        return schedule
+
     def make_kernel(self, scheduling: Any, node: Any, node_schedule: list[Any],
                     columns: list[ColumnBody]) -> MixOrderKernelBase:
         plan: LaunchPlan = node.plan
-        for cb in columns:
-            cb.owner = _schedule_entry(cb)
         features_mod = importlib.import_module("torch_npu._inductor.codegen.npu_kernel_features")
         features = features_mod.NPUKernelFeatures(
             [*node_schedule, *(cb.owner for cb in columns)], node.M, node.N)

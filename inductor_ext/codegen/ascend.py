@@ -124,13 +124,14 @@ class AscendFlavor(TargetFlavor):
 #: Column tile (R1BLOCK_SUB) of rows too long for a persistent tile: at most this.
 MAX_COLUMN_TILE = 8192
 #: Launch configs torch_npu's autotuner may time, at most.
-MAX_NPU_CONFIGS = 4
+MAX_NPU_CONFIGS = 3
 
 
 def _npu_layout(shape: ShapeInfo, block_m: int, cols: int, looped: bool,
                 multibuffer: bool) -> npu_ub.Layout:
     return npu_ub.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
-                         partials=shape.num_columns, looped=looped, multibuffer=multibuffer)
+                         partials=shape.num_columns, looped=looped, multibuffer=multibuffer,
+                         soc="950" if npu.soc_facts().ascend950 else "910B3")
 
 
 def _fitting_block_m(shape: ShapeInfo, cols: int, looped: bool, multibuffer: bool,
@@ -158,7 +159,8 @@ def _torch_npu_plan(shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
     """Programs = vector cores (a fixed grid; each owns a contiguous run of rows, walked in
     blocks of `block_m` rows); whole rows (persistent) when a block of full rows fits with
     multibuffer, else the widest column tile that does; configs for torch_npu's autotuner:
-    the largest fitting block and half of it, with and without multibuffer."""
+    the largest fitting block with multibuffer and half of it, and the largest without.
+    "Fitting" is our UB estimate calibrated against bishengir's plans (npu_ub)."""
     facts = npu.soc_facts()
     ub = facts.ub_bytes
     N = shape.N
@@ -171,13 +173,13 @@ def _torch_npu_plan(shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
                                                                       True, ub):
             cols //= 2
     configs: list[tuple[tuple[str, Any], ...]] = []
-    for multibuffer in (True, False):
+    for multibuffer, halves in ((True, (1, 2)), (False, (1,))):
         best = _fitting_block_m(shape, cols, looped, multibuffer, ub)
         if best and split_size is not None:
             best = min(best, prev_pow2(split_size))
         if best:
             best = min(best, next_pow2(shape.M_hint))
-        for block_m in (best, best // 2):
+        for block_m in (best // h for h in halves):
             if block_m >= 1:
                 configs.append(_npu_config(block_m, cols, looped, multibuffer))
     if not configs:
@@ -195,6 +197,7 @@ def _torch_npu_plan(shape: ShapeInfo, split_size: int | None) -> LaunchPlan:
     return LaunchPlan(target=AscendFlavor.name, programs=programs, block_m=block_m,
                       r0_block=cols, num_warps=1, num_stages=1, row_loop="contiguous",
                       extra=(("ub_bytes", estimate), ("ub_budget", ub),
+                             ("row_elem_bytes", shape.row_elem_bytes),
                              ("backend", "torch_npu")),
                       column_tiled=looped, configs=tuple(configs))
 

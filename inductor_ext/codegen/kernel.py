@@ -538,6 +538,11 @@ class KernelAdapter:
 
     name = "inductor"
 
+    def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
+                ) -> list[Any]:
+        """The node schedule the kernel is built from (and its nodes codegen'd in)."""
+        return node_schedule
+
     def make_kernel(self, scheduling: Any, node: Any, node_schedule: list[Any],
                     columns: list[ColumnBody]) -> MixOrderKernelBase:
         plan: LaunchPlan = node.plan
@@ -570,6 +575,7 @@ def codegen_mix_order(scheduling: Any, node: Any,
     inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
     columns = [column_body(col) for col in node.columns]
+    node_schedule = adapter.prepare(node, node_schedule, columns)
     kernel = adapter.make_kernel(scheduling, node, node_schedule, columns)
     K = kernel.num_partials = len(columns)
     N = int(node.N)
