@@ -343,7 +343,9 @@ def main() -> int:
         write_csv(args.csv, rows)
     if args.calibration:
         write_calibration(args.calibration, rows)
-    log(" done")
+    setup = os.environ.get("CHECK_NPU_SETUP_S")
+    print(f"check_npu: {time.perf_counter() - start:.0f} s"
+          + (f" (+ {setup} s venv setup)" if setup else ""), flush=True)
     return print_summary(kernels, failures)
 
 
