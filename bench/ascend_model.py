@@ -26,8 +26,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 import inductor_ext  # noqa: E402
 from inductor_ext.backends import npu_ub  # noqa: E402
-from inductor_ext.codegen import ascend  # noqa: E402
-from inductor_ext.codegen.flavor import ShapeInfo  # noqa: E402
+from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
+from inductor_ext.plan import ascend as ascend_plan  # noqa: E402
 
 # The baseline's shapes (../shared/reference/baseline_h100.csv).
 SHAPES = [(32768, 4096, "bf16"), (65536, 1024, "bf16"), (16384, 8192, "bf16"),
@@ -101,33 +101,36 @@ def main() -> None:
     if args.plan_ub:
         planned = planned_ub(args.soc, sorted({(op, N, dt) for _, N, dt in SHAPES
                                                for op in ("rms", "ln")}))
+    # The fused kernel on torch_npu's class, on this SoC (what the hook plans there).
+    device = DeviceInfo(type="npu", cores=args.cores, ub_bytes=ub, npu_backend="torch_npu",
+                        ascend950=args.soc == "950")
+    tuning, options = AscendTuning(), PlanOptions()
     print(f"{args.soc}: HBM {args.hbm_tbps} TB/s, {args.cores} vector cores, UB {ub} B; "
           f"UB estimates calibrated to bishengir ({len(npu_ub.calibration())} families)")
     print(f"{'op':4s} {'M x N':>13s} {'dtype':5s} {'kernel':9s} {'BLOCK_M':>7s} "
           f"{'cols':>5s} {'mb':>2s} {'est UB':>7s} {'planned':>8s} {'fused MB':>9s} "
           f"{'unfused MB':>10s} {'roof us':>8s} {'unfused':>8s}")
-    with inductor_ext.config.patch(ascend_vector_cores=args.cores, ascend_ub_bytes=ub):
-        for M, N, dt in SHAPES:
-            for op in ("rms", "ln"):
-                es = ES[dt]
-                shape = shape_info(op, M, N, es)
-                unfused_us = shape.unfused_bytes / (args.hbm_tbps * 1e12) * 1e6
-                ok, why = ascend._torch_npu_fits(shape)
-                if not ok:
-                    print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} declined: {why}")
-                    continue
-                plan = ascend._torch_npu_plan(shape, None)
-                first = dict(plan.configs[0])
-                ws = plan.programs * shape.num_columns * N * 4
-                fused = shape.total_bytes + 2 * ws
-                roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
-                kind = "tiled" if plan.column_tiled else "persist"
-                top = planned.get((op, N, dt), "-")
-                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {kind:9s} {plan.block_m:>7d} "
-                      f"{plan.r0_block:>5d} {int(first['multibuffer']):>2d} "
-                      f"{dict(plan.extra)['ub_bytes']:>7d} {top!s:>8s} "
-                      f"{fused / 1e6:>9.1f} {shape.unfused_bytes / 1e6:>10.1f} "
-                      f"{roof_us:>8.1f} {unfused_us:>8.1f}")
+    for M, N, dt in SHAPES:
+        for op in ("rms", "ln"):
+            es = ES[dt]
+            shape = shape_info(op, M, N, es)
+            unfused_us = shape.unfused_bytes / (args.hbm_tbps * 1e12) * 1e6
+            ok, why = ascend_plan.fits(shape, device, tuning, options)
+            if not ok:
+                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} declined: {why}")
+                continue
+            plan = ascend_plan.plan(shape, device, tuning, options)
+            first = dict(plan.configs[0])
+            ws = plan.programs * shape.num_columns * N * 4
+            fused = shape.total_bytes + 2 * ws
+            roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
+            kind = "tiled" if plan.column_tiled else "persist"
+            top = planned.get((op, N, dt), "-")
+            print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {kind:9s} {plan.block_m:>7d} "
+                  f"{plan.r0_block:>5d} {int(first['multibuffer']):>2d} "
+                  f"{dict(plan.extra)['ub_bytes']:>7d} {top!s:>8s} "
+                  f"{fused / 1e6:>9.1f} {shape.unfused_bytes / 1e6:>10.1f} "
+                  f"{roof_us:>8.1f} {unfused_us:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ zero-fill, the baseline CSV's method; bench/README.md says why and compares the 
 With Inductor's metric table on (`TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_bench`),
 every row also lands in metric_table_mix_order_bench.csv. `--autotune-log` records the
 time of every launch config the autotuner tried for our fused kernels; `--setting`
-overrides CudaFlavor attributes (exploration only: they are not part of the cache key, so
-run it with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1).
+changes CUDA tuning knobs (`inductor_ext.plan.CudaTuning`, through
+`inductor_ext.config.tuning`, which is part of the cache key).
 """
 
 from __future__ import annotations
@@ -192,19 +192,13 @@ def plot(rows: list[dict], copy: float, path: str, title: str | None = None) -> 
 
 
 def apply_setting(setting: str) -> None:
-    from inductor_ext.codegen.cuda import CudaFlavor
+    """`--setting 'knob=value;...'`: CUDA tuning knobs for every compile of this run."""
+    from inductor_ext.plan.tuning import parse_settings
 
-    for item in filter(None, setting.split(";")):
-        key, value = item.split("=")
-        if not hasattr(CudaFlavor, key):
-            raise SystemExit(f"--setting: CudaFlavor has no attribute {key!r}")
-        kind = type(getattr(CudaFlavor, key))
-        if kind is bool:
-            if value not in ("True", "False"):
-                raise SystemExit(f"--setting: {key} takes True or False, not {value!r}")
-            setattr(CudaFlavor, key, value == "True")
-        else:
-            setattr(CudaFlavor, key, kind(value))
+    try:
+        inductor_ext.config.tuning = {"cuda": parse_settings("cuda", setting)}
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def log_autotuning(path: str) -> None:

@@ -30,14 +30,15 @@ def main() -> None:
     ap.add_argument("--variant", default="inductor_ext")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--setting", default="",
-                    help="CudaFlavor attributes to set, e.g. 'programs_per_sm=2;tile_elems=8192'")
+                    help="CUDA tuning knobs, e.g. 'programs_per_sm=2;tile_elems=8192'")
     args = ap.parse_args()
     require_cuda("profile_backward")
-    from inductor_ext.codegen.cuda import CudaFlavor
+    from inductor_ext.plan.tuning import parse_settings
 
-    for item in filter(None, args.setting.split(";")):
-        key, value = item.split("=")
-        setattr(CudaFlavor, key, int(value))
+    try:
+        inductor_ext.config.tuning = {"cuda": parse_settings("cuda", args.setting)}
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     shape, dt = args.shape.split(":")
     M, N = (int(v) for v in shape.split("x"))
     torch.manual_seed(0)

@@ -11,6 +11,6 @@ from .plugin import MixOrderPass, disable, enable, is_enabled, options
 
 logs.register()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["MixOrderPass", "config", "disable", "enable", "is_enabled", "metrics", "options"]

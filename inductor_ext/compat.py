@@ -125,6 +125,15 @@ def has_upstream_mix_order() -> bool:
     return hasattr(inductor_config.triton, "mix_order_reduction")
 
 
+def upstream_mix_order_gates() -> str:
+    """Which shape gates upstream's own mix-order reduction applies in this torch (the
+    stock baseline our cost model compares with): "none" (no upstream mix-order),
+    "strict" (2.10-2.14: also nrow >= 2 * ncol), "relaxed" (2.15: that ratio is gone)."""
+    if not has_upstream_mix_order():
+        return "none"
+    return "relaxed" if TORCH_VERSION >= (2, 15) else "strict"
+
+
 # --------------------------------------------------------------------------------------
 # Unsplit record for split reductions.
 #
@@ -189,9 +198,7 @@ def _recording_create_multilayer(
         input_node,
     )
     try:
-        from . import plugin
-
-        if plugin.is_enabled():
+        if _recording[0]():
             _record_split(out, device, dst_dtype, src_dtype, inner_fn, ranges,
                           reduction_ranges, reduction_type, reduction_hint)
     except Exception:  # recording is best effort; never break lowering
@@ -223,9 +230,16 @@ def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
     )
 
 
+#: Whether split reductions are recorded now (the plugin's `is_enabled`, once installed).
+_recording: list[Callable[[], bool]] = [lambda: False]
+
+
 @functools.cache
-def install_lowering_hooks() -> None:
-    """Idempotently route Reduction.create_multilayer through the recorder."""
+def install_lowering_hooks(record_when: Callable[[], bool]) -> None:
+    """Idempotently route Reduction.create_multilayer through the recorder, which records
+    while `record_when()` holds (the plugin passes its `is_enabled`; taking it as an
+    argument keeps compat from importing the plugin)."""
+    _recording[0] = record_when
     ir.Reduction.create_multilayer = classmethod(_recording_create_multilayer)
 
 
@@ -273,6 +287,13 @@ def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[An
     """((iteration sizes, reduction sizes), LoopBody) of a reduction buffer."""
     sizes, body, _ = buf.get_default_sizes_body()
     return sizes, body
+
+
+def reads_rows_contiguously(dep: Any) -> bool:
+    """Whether a row reduction's read walks memory with stride 1 along the reduced (last)
+    axis; anything Inductor cannot tell counts as contiguous."""
+    check = getattr(dep, "stride1_for_last_dim", None)
+    return True if check is None else bool(check(result_for_complex_expression=True))
 
 
 def reduction_type_of(snode: SchedulerNode) -> str | None:

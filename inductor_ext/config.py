@@ -36,6 +36,11 @@ ascend_vector_cores: Optional[int] = None
 #: (192 KiB on Atlas A2/A3, 256 KiB on Ascend950), 192 KiB when torch_npu is not loaded.
 ascend_ub_bytes: Optional[int] = None
 
+#: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
+#: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
+tuning: dict = {}
+
+
 def validate() -> None:
     """Raise ValueError naming the first option that holds a bad value."""
     for error in envvars.ERRORS.values():
@@ -62,6 +67,9 @@ def validate() -> None:
         raise ValueError(
             f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
         )
+    from .plan import tuning as tuning_knobs  # plan imports this module: import late
+
+    tuning_knobs.validate(mod.tuning)
     ub = mod.ascend_ub_bytes
     if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096):
         raise ValueError(

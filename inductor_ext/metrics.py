@@ -47,7 +47,8 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     FUSION_TABLE: [
         "graph_id", "kernel_name", "kernel_path", "inner_node", "outer_nodes", "M", "N",
         "input_dtypes", "num_partials", "target", "programs", "block_m", "split_size",
-        "workspace_bytes", "bytes_fused", "bytes_unfused",
+        "workspace_bytes", "bytes_fused", "bytes_unfused", "model_fuses", "model_detail",
+        "shape_info",
     ],
     REJECT_TABLE: ["graph_id", "nodes", "M", "N", "reason", "detail"],
     BENCH_TABLE: ["op", "shape", "dtype", "variant", "time_us", "tbps", "copy_fraction"],

@@ -34,7 +34,10 @@ class MixOrderPass(CustomSchedulerPass):
         # Sources and data (the NPU UB calibration table decides launch plans too).
         sources = tuple(sorted(str(p) for p in _PACKAGE_DIR.rglob("*")
                                if p.suffix in (".py", ".json")))
-        options = repr(sorted(ext_config.get_config_copy().items()))
+        from .plan import assumed_devices
+
+        options = repr((sorted(ext_config.get_config_copy().items()),
+                        sorted(assumed_devices().items())))
         return compat.get_hash_for_files(sources, options).hex()
 
 
@@ -51,7 +54,7 @@ def is_enabled() -> bool:
 def options() -> dict[str, Any]:
     """Inductor config entries that turn the plugin on (and upstream's mix-order off)."""
     ext_config.validate()
-    compat.install_lowering_hooks()
+    compat.install_lowering_hooks(is_enabled)
     compat.install_cache_hit_hook(_log_cache_hit)
     opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
     if compat.CACHE_KEY_CARRIER_KEY:

@@ -13,7 +13,7 @@ import collections
 import csv
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from .metrics import BENCH_TABLE, FUSION_TABLE, REJECT_TABLE, TABLE_COLUMNS
 
@@ -65,12 +65,13 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
           file=out)
     if fused:
         print("", file=out)
-        cols = ["kernel_name", "M", "N", "input_dtypes", "num_partials", "target", "programs",
-                "block_m", "bytes_fused", "bytes_unfused"]
-        widths = [max(len(c), *(len(r[c]) for r in fused)) for c in cols]
-        print("  ".join(c.ljust(w) for c, w in zip(cols, widths)), file=out)
-        for r in fused:
-            print("  ".join(r[c].ljust(w) for c, w in zip(cols, widths)), file=out)
+        cols = ["#", "graph_id", "kernel_name", "M", "N", "input_dtypes", "num_partials",
+                "target", "programs", "block_m", "bytes_fused", "bytes_unfused"]
+        numbered = [{"#": str(i), **r} for i, r in enumerate(fused, 1)]
+        widths = [max(len(c), *(len(r[c]) for r in numbered)) for c in cols]
+        print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip(), file=out)
+        for r in numbered:
+            print("  ".join(r[c].ljust(w) for c, w in zip(cols, widths)).rstrip(), file=out)
     bench = tables.get(BENCH_TABLE, [])
     if bench:
         print("", file=out)
@@ -81,33 +82,69 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
                   f"({float(r['copy_fraction']):.2f} of copy)", file=out)
 
 
-def plot(tables: dict[str, list[dict[str, str]]], path: str) -> None:
-    """Bytes fused vs unfused per kernel, and declines by reason (matplotlib)."""
+def short_kernel_name(name: str, width: int = 44) -> str:
+    """A kernel name for a chart label: without Inductor's `triton_<kind>_` prefix, cut at
+    a word (`_`) boundary with an ellipsis when longer than `width`."""
+    parts = name.split("_")
+    if parts[:1] == ["triton"] and len(parts) > 2:
+        parts = parts[2:]
+    text = "_".join(parts)
+    if len(text) <= width:
+        return text
+    cut = text.rfind("_", 0, width - 1)
+    return text[:cut if cut > 0 else width - 1] + "\u2026"
+
+
+def kernel_labels(fused: Sequence[dict[str, str]]) -> list[str]:
+    """One distinct label per fused kernel: its row number (as in the summary table), the
+    graph, the shape and a readable name (kernel names repeat across graphs)."""
+    return [f"#{i} [{r['graph_id'] or '-'}] {r['M']}x{r['N']} {short_kernel_name(r['kernel_name'])}"
+            for i, r in enumerate(fused, 1)]
+
+
+def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
+    """The chart: bytes fused vs unfused per kernel, and declines by reason (matplotlib)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
         raise SystemExit("--plot needs matplotlib: pip install 'inductor_ext[plot]'") from exc
     fused = tables.get(FUSION_TABLE, [])
     reasons = collections.Counter(r["reason"] for r in tables.get(REJECT_TABLE, []))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    names = [f"{r['kernel_name'][-24:]}\n{r['M']}x{r['N']}" for r in fused]
-    x = range(len(fused))
-    ax1.bar([i - 0.2 for i in x], [_int(r["bytes_unfused"]) / 2**20 for r in fused], 0.4,
-            label="unfused")
-    ax1.bar([i + 0.2 for i in x], [_int(r["bytes_fused"]) / 2**20 for r in fused], 0.4,
-            label="fused")
-    ax1.set_xticks(list(x), names, rotation=30, ha="right", fontsize=7)
-    ax1.set_ylabel("MiB moved (size hints)")
-    ax1.set_title("fused kernels")
-    ax1.legend()
-    ax2.bar(list(reasons), list(reasons.values()))
-    ax2.set_title("declined candidates by reason")
-    ax2.tick_params(axis="x", rotation=30)
+    rows = max(len(fused), len(reasons), 1)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 1.2 + 0.45 * rows),
+                                   gridspec_kw={"width_ratios": [3, 1.3]})
+    y = list(range(len(fused)))
+    ax1.barh([i - 0.2 for i in y], [_int(r["bytes_unfused"]) / 2**20 for r in fused], 0.4,
+             label="unfused (stock kernels)")
+    ax1.barh([i + 0.2 for i in y], [_int(r["bytes_fused"]) / 2**20 for r in fused], 0.4,
+             label="fused (workspace included)")
+    ax1.set_yticks(y, kernel_labels(fused), fontsize=8)
+    ax1.invert_yaxis()  # first kernel on top, as in the table
+    ax1.set_xlabel("MiB moved (size hints)")
+    ax1.set_title(f"fused kernels: {len(fused)}")
+    if fused:
+        ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / rows), ncol=2,
+                   fontsize=8)
+    names = sorted(reasons)
+    ax2.barh(names, [reasons[n] for n in names], 0.5, color="tab:red")
+    ax2.set_ylim(rows - 0.5, -0.5)  # bars as thick as the kernels', first reason on top
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.set_xlabel("declined candidates")
+    ax2.set_title(f"declines by reason: {sum(reasons.values())}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot(tables: dict[str, list[dict[str, str]]], path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(tables)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

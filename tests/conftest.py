@@ -1,5 +1,6 @@
 """Test setup: Triton's interpreter must be on before triton is first imported."""
 
+import contextlib
 import os
 import tempfile
 
@@ -37,3 +38,16 @@ def plugin(interp):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def cuda_knobs():
+    """`cuda_knobs(name=value, ...)`: CUDA tuning knobs changed for the rest of the test
+    (through inductor_ext.config.tuning, which is part of the cache key)."""
+    from inductor_ext.testing import tuned
+
+    with contextlib.ExitStack() as stack:
+        def set_knobs(**knobs):
+            stack.enter_context(tuned("cuda", **knobs))
+
+        yield set_knobs

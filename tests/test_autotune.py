@@ -7,8 +7,8 @@ from torch._inductor.utils import run_and_get_code
 from triton import Config
 
 import inductor_ext
-from inductor_ext.codegen.cuda import CudaFlavor
-from inductor_ext.codegen.flavor import ShapeInfo
+from inductor_ext.plan import CudaTuning, DeviceInfo, LaunchPlan, ShapeInfo
+from inductor_ext.plan import cuda as cuda_plan
 from inductor_ext.runtime import autotune
 from inductor_ext.testing.reference import assert_close, rms_backward
 
@@ -27,6 +27,12 @@ class _Launcher:
 
 
 _launcher = _Launcher
+
+
+def _plan(programs: int, max_extra_waves: int | None) -> LaunchPlan:
+    return LaunchPlan(target="cuda", programs=programs, block_m=2, r0_block=4096,
+                      num_warps=8, num_stages=1, row_loop="strided",
+                      max_extra_waves=max_extra_waves)
 
 
 #: LayerNorm 4096x4096 bf16 on the H100 (bench/results/autotune_configs_h100.csv):
@@ -50,25 +56,25 @@ def test_programs_per_sm_follow_registers_and_threads():
 
 def test_configs_beyond_the_planned_waves_are_not_timed():
     launchers = [_launcher(*c) for c in LN_4096]
-    kept = autotune.within_planned_waves(launchers, {"programs": 256, "max_extra_waves": 0},
+    kept = autotune.within_planned_waves(launchers, _plan(256, 0),
                                          H100)
     assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in kept] == [(1, 4), (1, 8)]
     # one extra wave allowed (a long kernel): all five are timed
     assert autotune.within_planned_waves(
-        launchers, {"programs": 256, "max_extra_waves": 1}, H100) == launchers
+        launchers, _plan(256, 1), H100) == launchers
     # no allowance in the plan (one config, or an older plan): untouched
-    assert autotune.within_planned_waves(launchers, {"programs": 256}, H100) == launchers
+    assert autotune.within_planned_waves(launchers, _plan(256, None), H100) == launchers
 
 
 def test_unknown_registers_are_kept_and_nothing_is_emptied():
     unknown = _launcher(2, 8, None)
     launchers = [_launcher(2, 8, 225), unknown, _launcher(1, 8, 128)]
-    kept = autotune.within_planned_waves(launchers, {"programs": 256, "max_extra_waves": 0},
+    kept = autotune.within_planned_waves(launchers, _plan(256, 0),
                                          H100)
     assert kept == [unknown, launchers[2]]
     cpu = DeviceProperties(type="cpu", index=None, multi_processor_count=2, cc="")
     assert autotune.within_planned_waves(
-        launchers, {"programs": 256, "max_extra_waves": 0}, cpu) == launchers
+        launchers, _plan(256, 0), cpu) == launchers
 
 
 def _shape(M: int, N: int, elem_bytes: int) -> ShapeInfo:
@@ -80,9 +86,10 @@ def _shape(M: int, N: int, elem_bytes: int) -> ShapeInfo:
 
 
 def test_short_kernels_allow_no_extra_wave_and_long_ones_several():
-    flavor = CudaFlavor()
-    assert flavor.extra_waves_allowed(_shape(4096, 4096, 2), 256) == 0
-    assert flavor.extra_waves_allowed(_shape(576000, 384, 4), 512) >= 4
+    h100 = DeviceInfo(type="cuda", cores=132, dram_bytes_per_s=2.0e12, capability=(9, 0))
+    tuning = CudaTuning()
+    assert cuda_plan.extra_waves_allowed(_shape(4096, 4096, 2), h100, tuning, 256) == 0
+    assert cuda_plan.extra_waves_allowed(_shape(576000, 384, 4), h100, tuning, 512) >= 4
 
 
 class _StubAutotuner:
@@ -99,7 +106,7 @@ class _Tuner(autotune._PlannedWaves, _StubAutotuner):
 
 def test_the_benchmark_step_drops_configs_before_timing():
     launchers = [_launcher(*c) for c in LN_4096]
-    tuner = _Tuner(launchers, {autotune.PLAN_KEY: {"programs": 256, "max_extra_waves": 0}})
+    tuner = _Tuner(launchers, {autotune.PLAN_KEY: _plan(256, 0).to_meta()})
     timed = tuner.benchmark_all_configs()
     assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in timed] == [(1, 4), (1, 8)]
     assert tuner.launchers == list(timed)
@@ -107,10 +114,10 @@ def test_the_benchmark_step_drops_configs_before_timing():
     assert len(_Tuner(launchers, {}).benchmark_all_configs()) == 5
 
 
-def test_fused_kernels_with_configs_get_our_autotuner(plugin, monkeypatch):
+def test_fused_kernels_with_configs_get_our_autotuner(cuda_knobs, plugin, monkeypatch):
     """The plan carries the allowance and the fused kernel is built as a
     MixOrderAutotuner (the interpreter itself runs the first config untimed)."""
-    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    cuda_knobs(autotune_on_cpu=True)
     kinds = []
     run = CachingAutotuner.run
 

@@ -10,30 +10,34 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import bench_norm_bwd  # noqa: E402
 import common  # noqa: E402
 
-from inductor_ext.codegen.cuda import CudaFlavor  # noqa: E402
+import inductor_ext  # noqa: E402
+from inductor_ext.plan import options_from_config, tuning_from_config  # noqa: E402
 
 
 @pytest.fixture
-def restore_flavor(monkeypatch):
-    for name in ("final_step_columns", "autotune_on_cpu", "register_budget"):
-        monkeypatch.setattr(CudaFlavor, name, getattr(CudaFlavor, name))
+def restore_tuning():
+    with inductor_ext.config.patch(tuning={}):
+        yield
 
 
-def test_setting_parses_each_attribute_type(restore_flavor):
+def test_setting_parses_each_knob_type(restore_tuning):
     bench_norm_bwd.apply_setting("final_step_columns=32;autotune_on_cpu=True;"
                                  "register_budget=1.5")
-    assert CudaFlavor.final_step_columns == 32
-    assert CudaFlavor.autotune_on_cpu is True
-    assert CudaFlavor.register_budget == 1.5
+    tuning = tuning_from_config("cuda")
+    assert tuning.final_step_columns == 32
+    assert tuning.autotune_on_cpu is True
+    assert tuning.register_budget == 1.5
     bench_norm_bwd.apply_setting("autotune_on_cpu=False")
-    assert CudaFlavor.autotune_on_cpu is False  # bool("False") would be True
+    assert tuning_from_config("cuda").autotune_on_cpu is False  # bool("False") is True
+    assert options_from_config().split_size is None  # options untouched
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("no_such_knob=1", "no attribute 'no_such_knob'"),
+    ("no_such_knob=1", "'no_such_knob=1' is not KNOB=VALUE"),
     ("autotune_on_cpu=yes", "takes True or False"),
+    ("tile_elems=big", "tile_elems takes a int"),
 ])
-def test_bad_setting_names_the_problem(restore_flavor, setting, message):
+def test_bad_setting_names_the_problem(restore_tuning, setting, message):
     with pytest.raises(SystemExit, match=message):
         bench_norm_bwd.apply_setting(setting)
 

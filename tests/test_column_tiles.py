@@ -129,12 +129,8 @@ def _pinned_row_loads(fused: str) -> list[str]:
             and "evict_last" in line]
 
 
-def _register_tiled_layer_norm_kernel(monkeypatch, **knobs):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "register_tile", 64)
-    for key, value in knobs.items():
-        monkeypatch.setattr(CudaFlavor, key, value)
+def _register_tiled_layer_norm_kernel(cuda_knobs, **knobs):
+    cuda_knobs(register_tile=64, **knobs)
     N = 300
     x = torch.randn(48, N, requires_grad=True)
     w = torch.randn(N, requires_grad=True)
@@ -152,10 +148,10 @@ def _register_tiled_layer_norm_kernel(monkeypatch, **knobs):
     return fused
 
 
-def test_register_tiled_kernel_chunks_its_row_sums_and_streams_dx(plugin, monkeypatch):
+def test_register_tiled_kernel_chunks_its_row_sums_and_streams_dx(plugin, cuda_knobs):
     """LayerNorm's two row sums over 5 tiles of 64 (the last one partial): [XBLOCK, 8]
     accumulators, and dx stored with the streaming hint; the numbers still match."""
-    fused = _register_tiled_layer_norm_kernel(monkeypatch)
+    fused = _register_tiled_layer_norm_kernel(cuda_knobs)
     assert fused.count("tl.full([XBLOCK, R0_BLOCK // 8], 0, tl.float32)") == 2
     assert fused.count("tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)") == 0
     assert fused.count("[XBLOCK, R0_BLOCK // 8, 8]), 2)") == 2 * 5
@@ -166,8 +162,8 @@ def test_register_tiled_kernel_chunks_its_row_sums_and_streams_dx(plugin, monkey
     assert fused.count("tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last'") == 2 * 5
 
 
-def test_rewrites_follow_the_flavor_knobs(plugin, monkeypatch):
-    fused = _register_tiled_layer_norm_kernel(monkeypatch, row_sum_chunk=1,
+def test_rewrites_follow_the_tuning_knobs(plugin, cuda_knobs):
+    fused = _register_tiled_layer_norm_kernel(cuda_knobs, row_sum_chunk=1,
                                               stream_column_tiled_stores=False,
                                               unpin_register_tiled_rows=False)
     assert fused.count("tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)") == 2

@@ -229,3 +229,31 @@ def test_report_on_a_missing_file_exits_without_traceback():
     assert res.returncode != 0
     assert res.stderr.strip() == ("python -m inductor_ext.report: error: /no/such.csv: "
                                   "no such file")
+
+
+def _fusion_row(i: int, name: str, graph: str) -> dict[str, str]:
+    return {"kernel_name": name, "graph_id": graph, "M": "512", "N": str(64 + i),
+            "bytes_fused": "1000", "bytes_unfused": "3000"}
+
+
+def test_chart_labels_are_whole_words_distinct_and_counts_integral():
+    """Kernel names repeat across graphs and run long: each bar gets a distinct label cut at
+    a word boundary; the decline axis counts in whole numbers."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    long = "triton_per_fused_native_layer_norm_native_layer_norm_backward_mul_sum_0"
+    fused = [_fusion_row(i, long, g) for i, g in enumerate(["0/0", "1/0", "1/0"])]
+    labels = report.kernel_labels(fused)
+    assert len(set(labels)) == 3
+    assert labels[0].startswith("#1 [0/0] 512x64 fused_native_layer_norm")
+    for label in labels:
+        name = label.split(" ", 3)[3]
+        assert name.endswith("\u2026")
+        assert f"triton_per_{name[:-1]}_" in long  # cut before an underscore: no half words
+    assert report.short_kernel_name("triton_poi_fused_add_0") == "fused_add_0"
+    rejects = [{"reason": r} for r in ["not_profitable"] * 3 + ["producer_consumer"]]
+    tables = {inductor_ext.metrics.FUSION_TABLE: fused, inductor_ext.metrics.REJECT_TABLE: rejects}
+    fig = report.figure(tables)
+    counts = fig.axes[1].get_xticks()
+    assert all(float(t).is_integer() for t in counts)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == labels

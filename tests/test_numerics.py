@@ -178,12 +178,10 @@ def test_column_tiled_rows_that_divide_the_tile(plugin, flavor):
 
 @pytest.mark.parametrize("N", [300, 256])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_cuda_register_tiled_layer_norm(plugin, monkeypatch, N, dtype):
+def test_cuda_register_tiled_layer_norm(plugin, cuda_knobs, N, dtype):
     """Rows beyond max_persistent_n on the CUDA flavor: unrolled column tiles (masked last
     tile at N=300, exact at 256) with the dw and db partials in registers."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "register_tile", 64)
+    cuda_knobs(register_tile=64)
     x = torch.randn(80, N, dtype=dtype, requires_grad=True)
     w = torch.randn(N, dtype=dtype, requires_grad=True)
     b = torch.randn(N, dtype=dtype, requires_grad=True)

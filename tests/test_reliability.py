@@ -1,6 +1,7 @@
 """Never a wrong gradient, never a broken compile: failure injection, random shapes with
 poisoned outputs, dynamic shapes, determinism, shared weights, cpp_wrapper."""
 
+import dataclasses
 import logging
 import os
 
@@ -10,8 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import inductor_ext
+from inductor_ext import diagnostics
+from inductor_ext import plan as planning
 from inductor_ext.codegen import kernel as kernel_mod
-from inductor_ext.codegen.cuda import CudaFlavor
 from inductor_ext.logs import log as ext_log
 from inductor_ext.scheduler import hook, reorder
 from inductor_ext.testing import cpu_interpret
@@ -30,13 +32,22 @@ def _boom(*args, **kwargs):
     raise RuntimeError("injected failure")
 
 
-# stage -> (object, attribute) replaced by _boom
+def _failing_planner(monkeypatch):
+    cuda = planning.PLANNERS["cuda"]
+    monkeypatch.setitem(planning.PLANNERS, "cuda", dataclasses.replace(cuda, plan=_boom))
+
+
+def _replaced(obj, attr):
+    return lambda monkeypatch: monkeypatch.setattr(obj, attr, _boom)
+
+
+# stage -> what makes it raise
 STAGES = {
-    "match": (hook, "find_candidates"),
-    "launch_config": (CudaFlavor, "plan"),
-    "convert": (hook, "convert"),
-    "reorder": (reorder, "rows_first_body"),
-    "codegen": (kernel_mod.MixOrderKernelMixin, "codegen_body"),
+    "match": _replaced(hook, "find_candidates"),
+    "launch_config": _failing_planner,
+    "convert": _replaced(hook, "convert"),
+    "reorder": _replaced(reorder, "rows_first_body"),
+    "codegen": _replaced(kernel_mod.MixOrderKernelMixin, "codegen_body"),
 }
 
 
@@ -51,9 +62,8 @@ class _Records(logging.Handler):
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_failure_at_each_stage_falls_back(plugin, monkeypatch, stage):
-    target, attr = STAGES[stage]
-    monkeypatch.setattr(target, attr, _boom)
-    monkeypatch.setattr(hook, "_warned", set())
+    STAGES[stage](monkeypatch)
+    monkeypatch.setattr(diagnostics, "warned", set())
     handler = _Records()
     ext_log.addHandler(handler)
     try:

@@ -1,9 +1,9 @@
 """Kernel counts, generated-code structure, declines and the disabled path."""
 
 import contextlib
+import dataclasses
 import os
 import re
-import types
 from unittest import mock
 
 import pytest
@@ -13,7 +13,15 @@ import triton.language as tl
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.codegen.flavor import ShapeInfo
+from inductor_ext.codegen import cuda as cuda_codegen
+from inductor_ext.plan import (
+    CudaTuning,
+    DeviceInfo,
+    PlanOptions,
+    ShapeInfo,
+    assume_device,
+)
+from inductor_ext.plan import cuda as cuda_plan
 from inductor_ext.testing.reference import (
     assert_close,
     autograd_grads,
@@ -48,10 +56,8 @@ def test_one_fused_kernel_with_workspace_and_final_sum(plugin):
     assert ".sum(0)" not in code
 
 
-def test_aten_final_step_when_the_flavor_has_none(plugin, monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "finalize_block", lambda self, *args, **kwargs: None)
+def test_aten_final_step_when_the_plan_has_none(plugin, cuda_knobs):
+    cuda_knobs(generated_final_step=False)
     args = _inputs()
     out, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -75,16 +81,12 @@ def test_final_step_of_every_partial_kind(plugin):
         torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4)
 
 
-def test_cuda_column_tiled_beyond_max_persistent_n(plugin):
+def test_cuda_column_tiled_beyond_max_persistent_n(cuda_knobs, plugin):
     """Rows longer than max_persistent_n: Inductor's looped row reduction inside our row
     loop, column sums added into the program's workspace row per tile."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
     args = _inputs(M=64, N=200)
-    with inductor_ext.config.patch(max_persistent_n=64), \
-            pytest.MonkeyPatch.context() as mp:
-        mp.setattr(CudaFlavor, "column_tile", 64)
-        mp.setattr(CudaFlavor, "register_partials_share", 0.0)  # no register tiles
+    cuda_knobs(column_tile=64, register_partials_share=0.0)  # no register tiles
+    with inductor_ext.config.patch(max_persistent_n=64):
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert "for r0_offset in" in code and "'R0_BLOCK': 64" in code
@@ -94,10 +96,8 @@ def test_cuda_column_tiled_beyond_max_persistent_n(plugin):
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def _register_tiled(monkeypatch, tile=16):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "register_tile", tile)
+def _register_tiled(cuda_knobs, tile=16):
+    cuda_knobs(register_tile=tile)
     return inductor_ext.config.patch(max_persistent_n=tile)
 
 
@@ -107,12 +107,12 @@ def _fused_kernel_source(code: str) -> str:
                 if "for xoffset in" in src)
 
 
-def test_cuda_register_tiles_unroll_the_column_loops(plugin, monkeypatch):
+def test_cuda_register_tiles_unroll_the_column_loops(plugin, cuda_knobs):
     """A row longer than max_persistent_n whose partials fit the register file: the column
     tiles are unrolled, each with its own accumulators, stored once per program."""
     N = 40  # tiles of 16: 3, the last one masked
     args = _inputs(M=64, N=N)
-    with _register_tiled(monkeypatch):
+    with _register_tiled(cuda_knobs):
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     fused = _fused_kernel_source(code)
@@ -125,14 +125,14 @@ def test_cuda_register_tiles_unroll_the_column_loops(plugin, monkeypatch):
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def test_register_tiles_take_every_partial_kind(plugin, monkeypatch):
+def test_register_tiles_take_every_partial_kind(plugin, cuda_knobs):
     """Register tiles fold with each reduction's own combine (the looped path: sums only)."""
     def fn(a, b):
         v = a * b
         return v.sum(1), v.sum(0), (1 + 0.01 * v).prod(0), v.amax(0), v.amin(0)
 
     a, b = torch.randn(96, 48), torch.randn(96, 48)
-    with _register_tiled(monkeypatch):
+    with _register_tiled(cuda_knobs):
         got, (code,) = run_and_get_code(torch.compile(fn), a, b)
     assert inductor_ext.metrics.mix_order_kernels == 1
     fused = _fused_kernel_source(code)
@@ -142,14 +142,12 @@ def test_register_tiles_take_every_partial_kind(plugin, monkeypatch):
         torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4)
 
 
-def test_register_tiles_are_autotuned(plugin, monkeypatch):
+def test_register_tiles_are_autotuned(cuda_knobs, plugin):
     """Register-tiled kernels store their partials (no workspace adds), so the autotuner
     may run them more than once: rows per iteration 1 and 2 are both correct."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+    cuda_knobs(autotune_on_cpu=True)
     args = _inputs(M=64, N=48)
-    with _register_tiled(monkeypatch):
+    with _register_tiled(cuda_knobs):
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert "@mix_order_autotune(" in code
     configs = code.split("'inductor_ext_configs': ")[1].split("]")[0]
@@ -158,10 +156,8 @@ def test_register_tiles_are_autotuned(plugin, monkeypatch):
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def test_autotuned_configs_are_attached_and_correct(plugin, monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+def test_autotuned_configs_are_attached_and_correct(plugin, cuda_knobs):
+    cuda_knobs(autotune_on_cpu=True)
     args = _inputs(M=256, N=40)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -172,10 +168,8 @@ def test_autotuned_configs_are_attached_and_correct(plugin, monkeypatch):
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def test_deterministic_mode_keeps_one_config(plugin, monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "autotune_on_cpu", True)
+def test_deterministic_mode_keeps_one_config(plugin, cuda_knobs):
+    cuda_knobs(autotune_on_cpu=True)
     with torch._inductor.config.patch(deterministic=True):
         _, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs(M=256))
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -331,15 +325,13 @@ def test_fused_kernel_builds_on_the_schedulings_kernel_class():
 
 @pytest.mark.parametrize("row_order", ["contiguous", "strided"])
 @pytest.mark.parametrize("M", [64, 67])  # row count a multiple of XBLOCK, and not
-def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M, row_order):
+def test_prefetch_double_buffers_the_row_loads(plugin, cuda_knobs, M, row_order):
     """The next row block's loads go to `<var>_pf` registers before the current block is
     computed: clamped in bounds when every block is full, masked when the last is not."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
-    monkeypatch.setattr(CudaFlavor, "row_order", row_order)
-    monkeypatch.setattr(CudaFlavor, "tile_elems", 512)  # XBLOCK 8: 8-9 blocks, 2 programs
+    cuda_knobs(prefetch_min_n=1)
+    cuda_knobs(prefetch_min_rows=1)
+    cuda_knobs(row_order=row_order)
+    cuda_knobs(tile_elems=512)  # XBLOCK 8: 8-9 blocks, 2 programs
     args = _inputs(M=M, N=40)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -356,11 +348,9 @@ def test_prefetch_double_buffers_the_row_loads(plugin, monkeypatch, M, row_order
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def test_prefetch_layer_norm_on_a_sliced_input(plugin, monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
+def test_prefetch_layer_norm_on_a_sliced_input(plugin, cuda_knobs):
+    cuda_knobs(prefetch_min_n=1)
+    cuda_knobs(prefetch_min_rows=1)
     def sliced_layer_norm(x_full, w, b):
         return layer_norm(x_full[:, 8:56], w, b)  # rows of stride 80, 48 columns read
 
@@ -440,16 +430,14 @@ def _l2_hint_asms(fused: str) -> set[str]:
 
 
 @pytest.mark.parametrize("distance", [1, 2])
-def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
+def test_l2_prefetch_in_register_tiled_row_loop(cuda_knobs, plugin, distance):
     """Register tiles are not double-buffered: each iteration hints the row block
     `distance` steps ahead of x and dy into L2 (not the [M, 1] rstd nor the [N] weight),
     before the tiles' loads; the interpreter runs the hint as a no-op."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", distance)
+    cuda_knobs(l2_prefetch_on_cpu=True)
+    cuda_knobs(l2_prefetch_distance=distance)
     args = _inputs(M=64, N=40)
-    with _register_tiled(monkeypatch):
+    with _register_tiled(cuda_knobs):
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert f"'prefetch': False, 'l2_prefetch': {distance}" in code
@@ -465,7 +453,7 @@ def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
     assert len(pointers) == 2 and pointers == _row_loaded_pointers(fused, 40)
     # column-tiled: the plain hint by default (keeping lines for the second pass is a knob)
     assert "'column_tiled': True" in code
-    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}
+    assert _l2_hint_asms(fused) == {cuda_codegen.L2_PREFETCH_ASM}
     # inside the row loop, at its indentation, before the first column tile's loads
     lines = fused.splitlines()
     loop = next(i for i, line in enumerate(lines) if "for xoffset in" in line)
@@ -479,20 +467,16 @@ def test_l2_prefetch_in_register_tiled_row_loop(plugin, monkeypatch, distance):
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def _double_buffered(monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 1)
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_rows", 1)
-    monkeypatch.setattr(CudaFlavor, "tile_elems", 512)  # XBLOCK 8: 8 blocks, 2 programs
+def _double_buffered(cuda_knobs):
+    cuda_knobs(prefetch_min_n=1)
+    cuda_knobs(prefetch_min_rows=1)
+    cuda_knobs(tile_elems=512)  # XBLOCK 8: 8 blocks, 2 programs
 
 
-def test_no_l2_prefetch_when_the_row_loads_are_double_buffered(plugin, monkeypatch):
+def test_no_l2_prefetch_when_the_row_loads_are_double_buffered(cuda_knobs, plugin):
     """The next block already sits in `_pf` registers: no L2 hint on top."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    _double_buffered(monkeypatch)
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    _double_buffered(cuda_knobs)
+    cuda_knobs(l2_prefetch_on_cpu=True)
     args = _inputs(M=64, N=40)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -502,12 +486,10 @@ def test_no_l2_prefetch_when_the_row_loads_are_double_buffered(plugin, monkeypat
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
-def test_l2_prefetch_in_persistent_loop_without_double_buffering(plugin, monkeypatch):
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    _double_buffered(monkeypatch)
-    monkeypatch.setattr(CudaFlavor, "prefetch_min_n", 4096)  # above R0_BLOCK: off
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+def test_l2_prefetch_in_persistent_loop_without_double_buffering(cuda_knobs, plugin):
+    _double_buffered(cuda_knobs)
+    cuda_knobs(prefetch_min_n=4096)  # above R0_BLOCK: off
+    cuda_knobs(l2_prefetch_on_cpu=True)
     args = _inputs(M=64, N=40)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
@@ -519,14 +501,14 @@ def test_l2_prefetch_in_persistent_loop_without_double_buffering(plugin, monkeyp
     hints = _l2_hints(fused)
     assert len(hints) == 2 and {h[0] for h in hints} == _row_loaded_pointers(fused, 40)
     assert [h[1:] for h in hints] == [(40, 0, 160, 0)] * 2
-    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}  # one pass: no evict_last
+    assert _l2_hint_asms(fused) == {cuda_codegen.L2_PREFETCH_ASM}  # one pass: no evict_last
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
 @pytest.mark.parametrize("register_tiles", [False, True])
-def test_no_l2_prefetch_on_cpu_by_default(plugin, monkeypatch, register_tiles):
+def test_no_l2_prefetch_on_cpu_by_default(plugin, cuda_knobs, register_tiles):
     args = _inputs(M=64, N=40)
-    with _register_tiled(monkeypatch) if register_tiles else contextlib.nullcontext():
+    with _register_tiled(cuda_knobs) if register_tiles else contextlib.nullcontext():
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert "'prefetch': False, 'l2_prefetch': 0" in code  # a loop the hint would suit
@@ -535,15 +517,13 @@ def test_no_l2_prefetch_on_cpu_by_default(plugin, monkeypatch, register_tiles):
 
 
 @pytest.mark.parametrize("first_column,sliced_in", [(0, "graph"), (8, "graph"), (8, "input")])
-def test_l2_prefetch_of_a_sliced_input_ends_at_the_last_row(plugin, monkeypatch,
+def test_l2_prefetch_of_a_sliced_input_ends_at_the_last_row(plugin, cuda_knobs,
                                                             first_column, sliced_in):
     """x = big[:, c:c + 40] of a [64, 48] tensor: rows 192 bytes apart. The hint starts at
     the block's first element and stops after its last row's 40th column, not at the end
     of the gap after it. Sliced in the graph, c is an offset of the index; sliced before,
     the input pointer already starts c columns in."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
+    cuda_knobs(l2_prefetch_on_cpu=True)
     N, stride = 40, 48
     big = torch.randn(64, stride)
     _, w, dy, rstd = _inputs(M=64, N=N)
@@ -563,7 +543,7 @@ def test_l2_prefetch_of_a_sliced_input_ends_at_the_last_row(plugin, monkeypatch,
                      dy_ptr: (N, 0, N * 4, 0)}
     start = f"{stride} * xoffset_l2" + (f" + {offset}" if offset else "")
     assert f"[{x_ptr} + ({start}), xrows_l2 * 192 - 32]" in fused
-    assert _l2_hint_asms(fused) == {CudaFlavor.L2_PREFETCH_ASM}
+    assert _l2_hint_asms(fused) == {cuda_codegen.L2_PREFETCH_ASM}
     assert_close(got, fn(*[a.double() for a in args]))
 
 
@@ -580,10 +560,9 @@ def _inline_asm_kernel(x_ptr, out_ptr, ASM: tl.constexpr):
 def test_interpreter_runs_the_l2_hint_as_a_no_op_and_no_other_asm(hint):
     from triton.runtime.errors import InterpreterError
 
-    from inductor_ext.codegen.cuda import CudaFlavor
     from inductor_ext.testing import cpu_interpret
 
-    asm = getattr(CudaFlavor, hint)
+    asm = getattr(cuda_codegen, hint)
     x, out = torch.arange(16, dtype=torch.float32), torch.zeros(16)
     with cpu_interpret():
         _inline_asm_kernel[(1,)](x, out, ASM=asm)
@@ -615,7 +594,7 @@ else:
 
 
 @pytest.mark.parametrize("second_pass", [False, True])
-def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path, monkeypatch, second_pass):
+def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path, second_pass):
     """Triton's bundled ptxas (no GPU needed) takes the hint for sm_90 and rejects it for
     sm_80, so the asm string is checked, not just passed through. Rows read twice get the
     variant that enters L2 as evict_last (a cache policy on the bulk prefetch)."""
@@ -624,11 +603,9 @@ def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path, monkeypatch, second
     import sys
     import textwrap
 
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "l2_keep_fraction", 1.0)  # the kept variant when asked
-    hint = CudaFlavor().l2_prefetch_statement("x_ptr + off", "nbytes", second_pass)
-    asm = CudaFlavor.L2_PREFETCH_ASM_KEEP if second_pass else CudaFlavor.L2_PREFETCH_ASM
+    hint = cuda_codegen.CudaFlavor().l2_prefetch_statement(
+        "x_ptr + off", "nbytes", second_pass, keep_fraction=1.0)  # the kept variant
+    asm = cuda_codegen.L2_PREFETCH_ASM_KEEP if second_pass else cuda_codegen.L2_PREFETCH_ASM
     assert hint.startswith(f"tl.inline_asm_elementwise({asm!r}, ")
     (tmp_path / "l2_hint_kernel.py").write_text(textwrap.dedent(f"""
         import triton
@@ -664,29 +641,30 @@ def test_l2_prefetch_asm_assembles_for_hopper_only(tmp_path, monkeypatch, second
     assert "sm_90" in ampere["error"]
 
 
-def _shape(device: str) -> ShapeInfo:
+def _shape(device: str = "cuda") -> ShapeInfo:
     return ShapeInfo(M_hint=4096, M_static=True, N=4096, num_columns=1, elem_bytes=2,
                      shared_bytes=1 << 25, total_bytes=1 << 26, unfused_bytes=1 << 27,
                      row_elem_bytes=6, device=torch.device(device))
 
 
-def test_l2_prefetch_distance_by_device(monkeypatch):
-    from inductor_ext import compat
-    from inductor_ext.codegen.cuda import CudaFlavor
+HOPPER = DeviceInfo(type="cuda", name="H100-like", cores=132, l2_bytes=50 * 2**20,
+                    dram_bytes_per_s=3.35e12, capability=(9, 0))
+AMPERE = DeviceInfo(type="cuda", name="A100-like", cores=108, capability=(8, 0))
+INTERPRETER = DeviceInfo(type="cpu", cores=2, interpreted=True)
 
-    flavor = CudaFlavor()
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", 2)
-    monkeypatch.setattr(compat, "device_properties",
-                        lambda device: types.SimpleNamespace(major=device.index or 0))
-    assert flavor.l2_prefetch_for(_shape("cuda:9")) == 2  # Hopper and later
-    assert flavor.l2_prefetch_for(_shape("cuda:8")) == 0  # no bulk prefetch before sm_90
-    assert flavor.l2_prefetch_for(_shape("meta")) == 0
-    assert flavor.l2_prefetch_for(_shape("cpu")) == 0  # l2_prefetch_on_cpu off
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
-    assert flavor.l2_prefetch_for(_shape("cpu")) == 2
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_distance", 0)
-    assert flavor.l2_prefetch_for(_shape("cpu")) == 0
-    assert flavor.l2_prefetch_for(_shape("cuda:9")) == 0
+
+def test_l2_prefetch_distance_by_device():
+    two = CudaTuning(l2_prefetch_distance=2)
+    assert cuda_plan.l2_prefetch_for(HOPPER, two) == 2  # Hopper and later
+    assert cuda_plan.l2_prefetch_for(AMPERE, two) == 0  # no bulk prefetch before sm_90
+    assert cuda_plan.l2_prefetch_for(DeviceInfo(type="meta"), two) == 0
+    assert cuda_plan.l2_prefetch_for(INTERPRETER, two) == 0  # l2_prefetch_on_cpu off
+    on_cpu = CudaTuning(l2_prefetch_distance=2, l2_prefetch_on_cpu=True)
+    assert cuda_plan.l2_prefetch_for(INTERPRETER, on_cpu) == 2
+    off = CudaTuning(l2_prefetch_distance=0, l2_prefetch_on_cpu=True)
+    assert cuda_plan.l2_prefetch_for(INTERPRETER, off) == 0
+    assert cuda_plan.l2_prefetch_for(HOPPER, off) == 0
+    assert cuda_plan.l2_prefetch_for(HOPPER, two, double_buffered=True) == 0
 
 
 @pytest.mark.parametrize("partials", [1, 2, 3, 5, 6])
@@ -694,36 +672,25 @@ def test_l2_prefetch_distance_by_device(monkeypatch):
 def test_final_step_rows_are_a_power_of_two(partials, programs):
     """The final step's row chunk is a tl.arange: a power of two for any partial count
     (3 partials used to give 341 rows at 528 programs, a compile error on the GPU)."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    flavor = CudaFlavor()
+    tuning = CudaTuning()
     for N in (40, 1024, 4096, 16384):
-        block = flavor.finalize_block(N, programs, partials)
+        block = cuda_plan.final_step_block(tuning, N, programs, partials)
         assert block.rows & (block.rows - 1) == 0 and block.columns & (block.columns - 1) == 0
-        assert block.rows <= max(1, flavor.final_step_tile // partials // block.columns) \
+        assert block.rows <= max(1, tuning.final_step_tile // partials // block.columns) \
             or block.rows == 1
         assert block.rows <= 1 << (programs - 1).bit_length()  # no taller than the workspace
 
 
 # -- programmatic dependent launch of the final step (Hopper) ------------------------------
-def test_final_step_pdl_by_device(monkeypatch):
+def test_final_step_pdl_by_device():
     """PDL needs sm_90: the plan asks for it on Hopper and later only, never on CPU."""
-    from inductor_ext import compat
-    from inductor_ext.codegen import cuda
-    from inductor_ext.codegen.cuda import CudaFlavor
+    def pdl(device, **knobs):
+        return cuda_plan.plan(_shape(), device, CudaTuning(**knobs), PlanOptions()).final_step_pdl
 
-    monkeypatch.setattr(compat, "device_properties",
-                        lambda device: types.SimpleNamespace(major=device.index or 0))
-    assert cuda._hopper_or_later(torch.device("cuda:9"))
-    assert not cuda._hopper_or_later(torch.device("cuda:8"))
-    assert not cuda._hopper_or_later(torch.device("cpu"))
-    assert not cuda._hopper_or_later(torch.device("meta"))
-    flavor = CudaFlavor()
-    assert flavor.plan(_shape("cuda:9"), None).final_step_pdl
-    assert not flavor.plan(_shape("cuda:8"), None).final_step_pdl
-    assert not flavor.plan(_shape("cpu"), None).final_step_pdl
-    monkeypatch.setattr(CudaFlavor, "final_step_pdl", False)
-    assert not flavor.plan(_shape("cuda:9"), None).final_step_pdl
+    assert HOPPER.hopper_or_later and not AMPERE.hopper_or_later
+    assert not INTERPRETER.hopper_or_later
+    assert pdl(HOPPER) and not pdl(AMPERE) and not pdl(INTERPRETER)
+    assert not pdl(HOPPER, final_step_pdl=False)
 
 
 class _CodegenOnly(Exception):
@@ -755,19 +722,16 @@ def _generated_code(fn, *args) -> str:
 
 
 @pytest.mark.parametrize("register_tiles", [False, True])
-def test_final_step_pdl_code(plugin, monkeypatch, register_tiles):
+def test_final_step_pdl_code(cuda_knobs, plugin, register_tiles):
     """With PDL the fused kernel lets the final step launch once every program has left
     its row loop (before its workspace stores), and the final step, launched with the
     PDL attribute, first waits for the fused kernel's memory."""
-    from inductor_ext.codegen import cuda
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(cuda, "_hopper_or_later", lambda device: True)
     patches = {}
     if register_tiles:
-        monkeypatch.setattr(CudaFlavor, "register_tile", 16)
+        cuda_knobs(register_tile=16)
         patches["max_persistent_n"] = 16
-    with inductor_ext.config.patch(**patches):
+    hopper_cpu = dataclasses.replace(INTERPRETER, capability=(9, 0))  # planned like sm_90
+    with inductor_ext.config.patch(**patches), assume_device(hopper_cpu):
         code = _generated_code(rms_backward, *_inputs())
     kernels = code.split("async_compile.triton(")[1:]
     assert len(kernels) == 2
@@ -789,37 +753,25 @@ def test_final_step_pdl_code(plugin, monkeypatch, register_tiles):
 
 
 @pytest.mark.parametrize("fraction", [1.0, 0.5])
-def test_l2_hint_keeps_lines_for_the_second_pass_when_asked(plugin, monkeypatch, fraction):
+def test_l2_hint_keeps_lines_for_the_second_pass_when_asked(plugin, cuda_knobs, fraction):
     """l2_keep_fraction > 0: a column-tiled loop's hint enters L2 as evict_last (that share
     of its lines), a persistent loop's hint stays plain; the kernel still runs."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    monkeypatch.setattr(CudaFlavor, "l2_prefetch_on_cpu", True)
-    monkeypatch.setattr(CudaFlavor, "l2_keep_fraction", fraction)
-    monkeypatch.setattr(CudaFlavor, "register_tile", 16)
+    cuda_knobs(l2_prefetch_on_cpu=True)
+    cuda_knobs(l2_keep_fraction=fraction)
+    cuda_knobs(register_tile=16)
     args = _inputs()
     with inductor_ext.config.patch(max_persistent_n=16):
         got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
-    keep = CudaFlavor.L2_PREFETCH_ASM_KEEP.replace("pol, 1.0;", f"pol, {fraction!r};")
+    keep = cuda_codegen.L2_PREFETCH_ASM_KEEP.replace("pol, 1.0;", f"pol, {fraction!r};")
     assert _l2_hint_asms(_fused_kernel_source(code)) == {keep}
     assert f"createpolicy.fractional.L2::evict_last.b64 pol, {fraction!r};" in keep
     assert_close(got, rms_backward(*[a.double() for a in args]))
-    hint = CudaFlavor().l2_prefetch_statement("p", "n", second_pass=False)
-    assert CudaFlavor.L2_PREFETCH_ASM in hint and "createpolicy" not in hint
+    hint = cuda_codegen.CudaFlavor().l2_prefetch_statement("p", "n", second_pass=False,
+                                                            keep_fraction=fraction)
+    assert cuda_codegen.L2_PREFETCH_ASM in hint and "createpolicy" not in hint
 
 
 # -- program count: balanced row blocks, a second program per SM when the workspace is small --
-def _h100_like(monkeypatch):
-    from inductor_ext import compat
-    from inductor_ext.codegen import cuda
-
-    monkeypatch.setattr(cuda, "_sm_count", lambda device: 132)
-    monkeypatch.setattr(cuda, "_l2_bytes", lambda device: 50 * 2**20)
-    monkeypatch.setattr(compat, "device_properties",
-                        lambda device: types.SimpleNamespace(major=9))
-    return cuda.CudaFlavor()
-
-
 def _norm_shape(M: int, N: int, partials: int) -> ShapeInfo:
     nbytes = 3 * M * N * 2
     return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=partials, elem_bytes=2,
@@ -842,14 +794,12 @@ def _norm_shape(M: int, N: int, partials: int) -> ShapeInfo:
     # LayerNorm at N=8192: 2 x 64 KB of partials per program; one program per SM.
     (16384, 8192, 2, {}, 132),
 ])
-def test_program_count(monkeypatch, M, N, partials, settings, programs):
-    flavor = _h100_like(monkeypatch)
-    for key, value in settings.items():
-        monkeypatch.setattr(type(flavor), key, value)
-    plan = flavor.plan(_norm_shape(M, N, partials), None)
+def test_program_count(M, N, partials, settings, programs):
+    tuning = CudaTuning(**settings)
+    plan = cuda_plan.plan(_norm_shape(M, N, partials), HOPPER, tuning, PlanOptions())
     assert plan.programs == programs
-    if N <= flavor.prefetch_max_n:
-        assert plan.prefetch == (M >= flavor.prefetch_min_rows * programs)
+    if N <= tuning.prefetch_max_n:
+        assert plan.prefetch == (M >= tuning.prefetch_min_rows * programs)
 
 
 @pytest.mark.parametrize("M,N,warps", [
@@ -858,27 +808,24 @@ def test_program_count(monkeypatch, M, N, partials, settings, programs):
     (4096, 4096, 8),
     (262144, 128, 8),  # 8 programs
 ])
-def test_final_step_warps_follow_its_program_count(monkeypatch, M, N, warps):
-    flavor = _h100_like(monkeypatch)
-    plan = flavor.plan(_norm_shape(M, N, 2), None)
-    assert plan.final_step_warps == warps
-    assert flavor.finalize_block(N, plan.programs, 2, warps=plan.final_step_warps).num_warps \
-        == warps
-    assert flavor.finalize_block(N, plan.programs, 2).num_warps == flavor.final_step_warps
+def test_final_step_warps_follow_its_program_count(M, N, warps):
+    tuning = CudaTuning()
+    plan = cuda_plan.plan(_norm_shape(M, N, 2), HOPPER, tuning, PlanOptions())
+    assert plan.final_step_warps == warps == plan.final_step.num_warps
+    assert cuda_plan.final_step_block(tuning, N, plan.programs, 2).num_warps \
+        == tuning.final_step_warps
 
 
 def test_generated_final_step_launches_with_the_plan_warps(plugin):
     """On CPU the plan counts 2 SMs: 256 columns are 16 final-step programs, more than 4
     per SM, so the final step's config carries half of `final_step_warps`."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
     args = _inputs(M=32, N=256)
     got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
     assert inductor_ext.metrics.mix_order_kernels == 1
     final = next(src for src in code.split("async_compile.triton(")[1:]
                  if "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):" in src)
     config = final.split("config=")[1].split("}")[0]
-    assert f"'num_warps': {CudaFlavor.final_step_warps // 2}," in config
+    assert f"'num_warps': {CudaTuning().final_step_warps // 2}," in config
     assert_close(got, rms_backward(*[a.double() for a in args]))
 
 
@@ -887,9 +834,7 @@ def test_generated_final_step_launches_with_the_plan_warps(plugin):
 def test_balanced_programs_keep_the_longest_program(programs, blocks):
     """Balancing never adds programs nor iterations to the busiest program, and leaves
     no program without a block."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
-    balanced = CudaFlavor().balanced(programs, blocks)
+    balanced = cuda_plan.balanced(CudaTuning(), programs, blocks)
     most = -(-blocks // min(programs, blocks))
     assert 1 <= balanced <= min(programs, blocks)
     assert -(-blocks // balanced) == most
@@ -897,20 +842,18 @@ def test_balanced_programs_keep_the_longest_program(programs, blocks):
 
 
 @pytest.mark.parametrize("layout", ["persistent", "register_tiled", "looped_tiles"])
-def test_float64_partials_workspace_and_final_step(plugin, monkeypatch, layout):
+def test_float64_partials_workspace_and_final_step(plugin, cuda_knobs, layout):
     """float64 columns: float64 accumulators in every row-loop layout, a float64
     workspace and final step, and results equal to float64 math to 1e-12."""
-    from inductor_ext.codegen.cuda import CudaFlavor
-
     x = torch.randn(96, 40, dtype=torch.float64, requires_grad=True)
     w = torch.randn(40, dtype=torch.float64, requires_grad=True)
     dy = torch.randn_like(x)
     ctx = contextlib.nullcontext()
     if layout != "persistent":
-        monkeypatch.setattr(CudaFlavor, "register_tile", 16)
-        monkeypatch.setattr(CudaFlavor, "column_tile", 16)
+        cuda_knobs(register_tile=16)
+        cuda_knobs(column_tile=16)
         if layout == "looped_tiles":
-            monkeypatch.setattr(CudaFlavor, "register_partials_share", 0.0)
+            cuda_knobs(register_partials_share=0.0)
         ctx = inductor_ext.config.patch(max_persistent_n=16)
     with ctx:
         got, codes = run_and_get_code(autograd_grads, torch.compile(rms_norm), [x, w], dy)

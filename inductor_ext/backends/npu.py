@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from .. import compat
-from .. import config as ext_config
 
 #: torch_npu backends (TORCHINDUCTOR_NPU_BACKEND) whose kernels the plugin generates.
 SUPPORTED_BACKENDS = ("default",)
@@ -91,11 +90,10 @@ class SocFacts:
 
 
 def soc_facts() -> SocFacts:
-    """From torch_npu's Inductor config when it is loaded, else the A2/A3 defaults; the
-    plugin's own options (ascend_ub_bytes, ascend_vector_cores) win over both."""
+    """From torch_npu's Inductor config when it is loaded, else the A2/A3 defaults (the
+    plugin's options ascend_ub_bytes / ascend_vector_cores override them in planning)."""
     cfg = sys.modules.get("torch_npu._inductor.config")
-    ub = int(getattr(cfg, "ub_size", 0) or DEFAULT_UB_BYTES)
-    cores = int(getattr(cfg, "num_vector_core", 0) or DEFAULT_VECTOR_CORES)
-    a950 = bool(getattr(cfg, "is_ascend950", False))
-    return SocFacts(ub_bytes=ext_config.ascend_ub_bytes or ub,
-                    vector_cores=ext_config.ascend_vector_cores or cores, ascend950=a950)
+    return SocFacts(ub_bytes=int(getattr(cfg, "ub_size", 0) or DEFAULT_UB_BYTES),
+                    vector_cores=int(getattr(cfg, "num_vector_core", 0)
+                                     or DEFAULT_VECTOR_CORES),
+                    ascend950=bool(getattr(cfg, "is_ascend950", False)))

@@ -25,16 +25,16 @@ decides axes, tiling and index rewriting with them in view.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import importlib
 from typing import Any
 
 from .. import compat
 from ..codegen.combine import COMBINE, TL_REDUCE
-from ..codegen.flavor import LaunchPlan, get_flavor
+from ..codegen.flavor import get_flavor
 from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
 from ..compat import DisableReduction, EnableReduction
+from ..plan import LaunchPlan
 from ..runtime import autotune
 from ..scheduler import reorder
 from . import npu
@@ -123,7 +123,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
             "fixed_grid": [str(self.plan.programs), "1", "1"],
             "runtime_block_arg_names": (),
             "group_enabled": False,
-            autotune.PLAN_KEY: dataclasses.asdict(self.plan),
+            autotune.PLAN_KEY: self.plan.to_meta(),
             autotune.CONFIGS_KEY: self.launch_configs(),
         })
         return meta
@@ -132,7 +132,10 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         """The plan's configs in this kernel's names, for torch_npu's autotuner."""
         mode = self.npu_kernel_type.compile_mode()
         out = []
-        for cfg in self.plan.configs:
+        # Configs differ in summation order: one under Inductor's deterministic mode
+        # (torch_npu's autotuner itself keeps the first under deterministic algorithms).
+        configs = self.plan.configs[:1] if compat.deterministic_mode() else self.plan.configs
+        for cfg in configs:
             cfg = dict(cfg)
             named: dict[str, Any] = {self._block(self.row_axis): cfg["block_m"]}
             if "cols" in cfg:

@@ -13,6 +13,7 @@ import torch
 
 from .. import compat
 from ..compat import FusedSchedulerNode, Scheduler
+from ..diagnostics import decline, warn_once
 
 
 def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
@@ -37,7 +38,6 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
 
 def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, node: Any) -> None:
     from ..backends import npu_kernel
-    from ..scheduler.hook import _warn_once, decline
     from .kernel import INDUCTOR_ADAPTER, codegen_mix_order
 
     try:
@@ -45,7 +45,7 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
         codegen_mix_order(triton_sched, node, adapter)
         return
     except Exception as exc:
-        _warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
+        warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
                    "Inductor's kernels instead: %s", node.get_name(), exc)
         decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}")
     # Emit the group's original kernels. Buffers whose last use was the fused node must

@@ -10,13 +10,13 @@ the ATen step.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._inductor import metrics as inductor_metrics
 
 from ..compat import Placeholder, V, triton_pointer_type, triton_type
+from ..plan import FinalizeBlock
 from ..runtime import autotune
 from .combine import COMBINE, TL_REDUCE
 
@@ -25,18 +25,6 @@ if TYPE_CHECKING:
 
 #: Output dtypes the final step writes (a float result of a float accumulation).
 _OUTPUT_DTYPES = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
-
-
-@dataclasses.dataclass(frozen=True)
-class FinalizeBlock:
-    """Tile of the final step: `columns` outputs per program, `rows` workspace rows per fold."""
-
-    columns: int
-    rows: int
-    num_warps: int
-
-    def programs(self, N: int) -> int:
-        return -(-N // self.columns)
 
 
 def _output_ok(name: str) -> bool:
@@ -132,10 +120,9 @@ def emit(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
          node_schedule: Any, main_src: str) -> Any:
     """Define the final-step kernel; returns a callable that writes its launch, or None
     when the ATen step has to be used."""
-    K = len(kernel.partials)
     P = kernel.plan.programs
     N = kernel.row_length
-    block = kernel.flavor.finalize_block(N, P, K, warps=kernel.plan.final_step_warps)
+    block = kernel.plan.final_step
     if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
         return None
     src, triton_meta = source(kernel, main_src, block)

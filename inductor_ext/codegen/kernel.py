@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import sympy
 import torch
 
-from .. import compat
+from .. import compat, diagnostics
 from ..compat import (
     DisableReduction,
     EnableReduction,
@@ -26,11 +27,12 @@ from ..compat import (
     TritonKernel,
     V,
 )
+from ..plan import LaunchPlan
 from ..runtime import autotune
 from ..scheduler import reorder
 from . import column_tiles, finalize
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
-from .flavor import LaunchPlan, TargetFlavor, get_flavor
+from .flavor import TargetFlavor, get_flavor
 
 _ASSIGN = re.compile(r"^(\w+) = ")
 _LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
@@ -176,7 +178,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def inductor_meta_common(self) -> dict[str, Any]:  # type: ignore[override]
         out = dict(super().inductor_meta_common())
         out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
-        out[autotune.PLAN_KEY] = dataclasses.asdict(self.plan)
+        out[autotune.PLAN_KEY] = self.plan.to_meta()
         if self.autotuned:
             out[autotune.CONFIGS_KEY] = [dict(c) for c in self.plan.configs]
         return out
@@ -362,8 +364,9 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             gap = f" - {span.gap_bytes}" if span.gap_bytes else ""
             start = f"{span.pointer} + ({span.stride} * xoffset_l2{offset})"
             nbytes = f"xrows_l2 * {span.stride_bytes}{gap}"
-            body.writeline(self.flavor.l2_prefetch_statement(start, nbytes,
-                                                             second_pass=self.column_tiled))
+            body.writeline(self.flavor.l2_prefetch_statement(
+                start, nbytes, second_pass=self.column_tiled,
+                keep_fraction=self.plan.l2_keep_fraction))
 
     def _row_span(self, name: str, index: sympy.Expr) -> _RowSpan | None:
         """Where `name`'s rows lie when `index` is `stride * x + r0 + offset` over whole
@@ -396,11 +399,10 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if tiles:
             inner = column_tiles.unroll_column_loops(inner, tiles,
                                                      [part.acc for part in self.partials])
-        inner = column_tiles.chunk_row_sums(
-            inner, min(self.flavor.row_sum_chunk, self.plan.r0_block))
-        if self.flavor.stream_column_tiled_stores:
+        inner = column_tiles.chunk_row_sums(inner, self.plan.row_sum_chunk)
+        if self.plan.stream_stores:
             inner = column_tiles.stream_row_stores(inner)
-        if tiles and self.flavor.unpin_register_tiled_rows:
+        if self.plan.unpin_row_loads:
             inner = column_tiles.unpin_row_loads(inner)
         body = type(self.body)()
         for line in self.flavor.loop_header(self.plan):
@@ -638,15 +640,13 @@ def codegen_mix_order(scheduling: Any, node: Any,
 def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,
                 src_code: str) -> dict[str, Any]:
     """The mix_order_fusion table row of one generated kernel."""
-    from ..scheduler.hook import graph_id
-
     plan: LaunchPlan = node.plan
     K = len(kernel.partials)
     ws_bytes = plan.programs * K * int(node.N) * plan.accumulator_dtype.itemsize
     dtypes = sorted({str(V.graph.get_dtype(name)).replace("torch.", "")
                      for name in kernel.args.input_buffers})
     return {
-        "graph_id": graph_id(),
+        "graph_id": diagnostics.graph_id(),
         "kernel_name": kernel_name,
         "kernel_path": compat.kernel_path(src_code, kernel_name),
         "inner_node": "+".join(n.get_name() for n in node.inner_nodes),
@@ -662,4 +662,7 @@ def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,
         "workspace_bytes": ws_bytes,
         "bytes_fused": node.shape.total_bytes + 2 * ws_bytes,
         "bytes_unfused": node.shape.unfused_bytes,
+        "model_fuses": not node.verdict,
+        "model_detail": node.verdict,
+        "shape_info": json.dumps(node.shape.to_record(), sort_keys=True),
     }

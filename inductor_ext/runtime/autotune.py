@@ -27,6 +27,7 @@ from torch._inductor.runtime.triton_heuristics import (
 
 from .. import compat
 from ..logs import log
+from ..plan.types import LaunchPlan
 
 #: inductor_meta key holding the list of config dicts.
 CONFIGS_KEY = "inductor_ext_configs"
@@ -59,13 +60,14 @@ def waves(programs: int, n_regs: int | None, num_warps: int, props: Any) -> int 
     return -(-programs // (per_sm * sms))
 
 
-def within_planned_waves(launchers: Sequence[Any], plan: dict[str, Any],
+def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
                          props: Any) -> list[Any]:
     """The launchers whose waves are at most the fewest plus the plan's allowance (the
     ones with unknown waves stay; all stay when none is known or the plan sets none)."""
-    allowance = plan.get("max_extra_waves")
-    programs = plan.get("programs")
-    if allowance is None or not programs or len(launchers) < 2:
+    if plan is None or plan.max_extra_waves is None or len(launchers) < 2:
+        return list(launchers)
+    allowance, programs = plan.max_extra_waves, plan.programs
+    if not programs:
         return list(launchers)
     counted = [(launcher, waves(programs, getattr(launcher, "n_regs", None),
                                 launcher.config.num_warps, props))
@@ -88,8 +90,9 @@ class _PlannedWaves:
     """Mixin for Inductor's autotuners: time only the configs within the planned waves."""
 
     def benchmark_all_configs(self, *args: Any, **kwargs: Any) -> Any:
-        self.launchers = within_planned_waves(
-            self.launchers, self.inductor_meta.get(PLAN_KEY) or {}, self.device_props)
+        meta = self.inductor_meta.get(PLAN_KEY)
+        plan = LaunchPlan.from_meta(meta) if meta else None
+        self.launchers = within_planned_waves(self.launchers, plan, self.device_props)
         return super().benchmark_all_configs(*args, **kwargs)
 
 

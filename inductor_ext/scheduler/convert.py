@@ -20,12 +20,13 @@ def _regroup(sched: Scheduler, members: list[BaseSchedulerNode]) -> BaseSchedule
 
 
 def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidate,
-            plan: object, shape: object) -> list[BaseSchedulerNode]:
+            plan: object, shape: object, verdict: str = "") -> list[BaseSchedulerNode]:
     """Return a new node list where the candidate's inner node and the column reductions
     are one MixOrderNode; leftovers of partly absorbed fused nodes stay as their own nodes."""
     absorbed = {id(n) for col in cand.columns for n in col.absorbed}
     absorbed |= {id(col.cast) for col in cand.columns if col.cast is not None}
     fused = MixOrderNode(sched, cand.inner, cand.columns, cand.M, cand.N, plan, shape)
+    fused.verdict = verdict
 
     new_nodes: list[BaseSchedulerNode] = []
     replaced: list[tuple[BaseSchedulerNode, BaseSchedulerNode]] = []

@@ -8,41 +8,16 @@ from typing import Any
 import sympy
 import torch
 
-from .. import compat, metrics
+from .. import compat
 from .. import config as ext_config
-from ..codegen.flavor import LaunchPlan, ShapeInfo, flavor_for
+from .. import plan as planning
 from ..compat import BaseSchedulerNode, V
+from ..diagnostics import decline, warn_once
 from ..logs import log
+from ..plan import LaunchPlan, ShapeInfo
 from . import legality
 from .convert import convert
 from .match import Candidate, cast_consumer, find_candidates
-
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, msg: str, *args: Any) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        log.warning(msg, *args)
-    else:
-        log.debug(msg, *args)
-
-
-def decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
-    """Count, log and (if the table is on) record one declined candidate."""
-    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id())
-    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s", names, M, N, reason, detail)
-
-
-def graph_id() -> str:
-    """The compile id of the graph being compiled (e.g. '0/0'), for the tables."""
-    try:
-        from torch._guards import CompileContext
-
-        cid = CompileContext.current_compile_id()
-        return "" if cid is None else str(cid)
-    except Exception:
-        return ""
 
 
 def _hint(expr: Any) -> int:
@@ -72,6 +47,10 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     writes = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.writes}
     writes |= {col.out_name for col in cand.columns}
     shared_bytes = sum(_nbytes(name)[0] for name in shared)
+    matrix_numel = _hint(cand.M) * N
+    strided = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.reads
+               if not compat.reads_rows_contiguously(dep)
+               and _nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]}
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
     # Unfused, every column reduction reads its inputs again in its own kernel.
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
@@ -79,30 +58,33 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
-    matrix_bytes = _hint(cand.M) * N
     row_elem_bytes = sum(size for b, size in map(_nbytes, reads | writes)
-                         if b and b == matrix_bytes * size)
+                         if b and b == matrix_numel * size)
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
                      unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
                      device=cand.inner.get_device(),
-                     accumulator=str(accumulator).replace("torch.", ""))
+                     accumulator=str(accumulator).replace("torch.", ""),
+                     strided_bytes=sum(_nbytes(name)[0] for name in strided))
 
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined."""
+    """(plan, shape, reason, detail); plan is None when the group is declined. For a
+    fused group `detail` is the cost model's verdict: "" when it expects fusing to pay,
+    else why not (fused anyway under `always_fuse`; the fusion table records it)."""
     reason = legality.check_graph(cand)
     if reason:
         return None, None, reason, ""
     bad = legality.check_backend(cand)
     if bad:
         return None, None, *bad
-    flavor = flavor_for(cand.inner.get_device(), ext_config.target)
+    device = cand.inner.get_device()
+    planner = planning.planner_for(planning.target_for(device, ext_config.target))
     accepted = []
     for col in cand.columns:
         bad = (legality.check_column(cand, col, accepted)
-               or legality.check_accumulator(col, flavor.name, flavor.accumulator_dtypes))
+               or legality.check_accumulator(col, planner.target, planner.accumulator_dtypes))
         if bad:
             decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad)
         else:
@@ -111,18 +93,20 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
         return None, None, "", ""
     cand.columns = accepted
     shape = shape_info(cand, legality.group_accumulator(accepted))
-    ok, why = flavor.fits(shape)
+    info = planning.device_info(device)
+    tuning = planning.tuning_from_config(planner.target)
+    options = planning.options_from_config()
+    ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
         return None, shape, "not_persistent", why
-    plan = flavor.plan(shape, ext_config.split_size)
+    plan = planner.plan(shape, info, tuning, options)
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
-    if not ext_config.always_fuse:
-        ok, why = flavor.profitable(shape, plan)
-        if not ok:
-            return None, shape, "not_profitable", why
-    return plan, shape, "", ""
+    ok, why = planner.profitable(shape, plan, info, tuning, options)
+    if not ok and not ext_config.always_fuse:
+        return None, shape, "not_profitable", why
+    return plan, shape, "", "" if ok else why
 
 
 def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
@@ -138,7 +122,7 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
             return nodes
         candidates = find_candidates(nodes)
     except Exception as exc:  # matching must never break a compile
-        _warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
+        warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
                    exc)
         decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}")
         return nodes
@@ -156,11 +140,11 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
             install_backend_wrapper(sched, cand.inner.get_device())
             for col in cand.columns:
                 col.cast = cast_consumer(sched, col)
-            nodes = convert(sched, nodes, cand, plan, shape)
+            nodes = convert(sched, nodes, cand, plan, shape, verdict=detail)
             log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
                       cand.M, cand.N, plan)
         except Exception as exc:
-            _warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
+            warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
                        "schedule: %s", cand.describe(), exc)
             decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc))
     return nodes

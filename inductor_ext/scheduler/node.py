@@ -29,6 +29,8 @@ class MixOrderNode(FusedSchedulerNode):
         self.N = N
         self.plan = plan
         self.shape = shape  # ShapeInfo the plan was made from (bytes, dtypes, device)
+        #: The cost model's verdict: "" (fusing pays) or why not (fused under always_fuse).
+        self.verdict = ""
         self.group = inner.group
 
     def debug_str_extra(self) -> str:

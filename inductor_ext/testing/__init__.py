@@ -1,6 +1,18 @@
 """Test helpers: the CPU interpreter harness (`cpu_interpret`), the torch_npu runtime
 emulation (`inductor_ext.testing.npu_emulation`), norm-backward references and tolerances."""
 
+import contextlib
+
 from .interpret import cpu_interpret, interpreter_active
 
-__all__ = ["cpu_interpret", "interpreter_active"]
+__all__ = ["cpu_interpret", "interpreter_active", "tuned"]
+
+
+def tuned(target: str, **knobs: object) -> contextlib.AbstractContextManager[None]:
+    """Context manager: the target's tuning knobs changed for what runs inside (through
+    `inductor_ext.config.tuning`, so also in the cache key), on top of any already set."""
+    from .. import config
+
+    current = dict(config.tuning)
+    merged = {**current, target: {**dict(current.get(target, {})), **knobs}}
+    return config.patch(tuning=merged)

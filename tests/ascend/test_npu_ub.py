@@ -9,10 +9,9 @@ import dataclasses
 import pytest
 import torch
 
-import inductor_ext
 from inductor_ext.backends import npu_ub
-from inductor_ext.codegen import ascend
-from inductor_ext.codegen.flavor import ShapeInfo
+from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo
+from inductor_ext.plan import ascend as ascend_plan
 
 UB = {"910B3": 192 * 1024, "950": 256 * 1024}
 
@@ -75,8 +74,9 @@ def test_plans_on_torch_npu_fit_the_calibrated_estimate(N, es, columns):
     shape = ShapeInfo(M_hint=8192, M_static=True, N=N, num_columns=columns, elem_bytes=es,
                       shared_bytes=0, total_bytes=0, unfused_bytes=0, row_elem_bytes=3 * es,
                       device=torch.device("cpu"))
-    plan = ascend._torch_npu_plan(shape, None)
-    assert 1 <= len(plan.configs) <= ascend.MAX_NPU_CONFIGS
+    device = DeviceInfo(type="npu", cores=40, ub_bytes=UB["910B3"], npu_backend="torch_npu")
+    plan = ascend_plan.plan(shape, device, AscendTuning(), PlanOptions())
+    assert 1 <= len(plan.configs) <= AscendTuning().npu_max_configs
     layouts = [npu_ub.Layout(block_m=cfg["block_m"], cols=cfg.get("cols", N),
                              row_elem_bytes=3 * es, partials=columns,
                              looped=plan.column_tiled, multibuffer=cfg["multibuffer"])
@@ -88,9 +88,17 @@ def test_plans_on_torch_npu_fit_the_calibrated_estimate(N, es, columns):
         dataclasses.replace(first, block_m=2 * first.block_m), UB["910B3"])
 
 
-def test_soc_facts_follow_the_plugin_options():
-    from inductor_ext.backends import npu
-
-    with inductor_ext.config.patch(ascend_ub_bytes=8192, ascend_vector_cores=3):
-        facts = npu.soc_facts()
-    assert facts.ub_bytes == 8192 and facts.vector_cores == 3
+def test_the_plugin_options_win_over_the_device():
+    device = DeviceInfo(type="npu", cores=40, ub_bytes=UB["950"], npu_backend="torch_npu",
+                        ascend950=True)
+    shape = ShapeInfo(M_hint=8192, M_static=True, N=768, num_columns=1, elem_bytes=4,
+                      shared_bytes=0, total_bytes=0, unfused_bytes=0, row_elem_bytes=12,
+                      device=torch.device("cpu"))
+    plan = ascend_plan.plan(shape, device, AscendTuning(), PlanOptions())
+    assert dict(plan.extra)["ub_budget"] == UB["950"] and plan.programs == 40
+    small = ascend_plan.plan(shape, device, AscendTuning(),
+                             PlanOptions(ascend_ub_bytes=65536, ascend_vector_cores=3))
+    assert dict(small.extra)["ub_budget"] == 65536 and small.programs == 3
+    assert small.block_m < plan.block_m
+    no_mb = ascend_plan.plan(shape, device, AscendTuning(multibuffer=False), PlanOptions())
+    assert not any(dict(c)["multibuffer"] for c in no_mb.configs)

@@ -1,0 +1,400 @@
+"""Calibration sweep for the CUDA cost model: fused (inductor_ext, always_fuse) against
+stock torch.compile (upstream mix-order at its default, on since torch 2.10) and
+upstream mix-order off, over shapes, dtypes, ops and operand layouts.
+
+    python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
+        [--part K/P] [--grid full|heldout|smoke]
+
+Every case is checked against float64 before it is timed (GraphTimer: CUDA-graph replay,
+L2 emptied by a read before each replay, median). Each row carries the fused kernel's
+`shape_info` and the cost model's verdict as the hook recorded them (mix_order_fusion
+table), so `tests/test_cost_model.py` can check the model against the measured decision.
+
+`--warm P` first compiles every (case, variant) in P parallel processes (Inductor's FX,
+AOTAutograd and Triton caches, one shared cache dir), then times sequentially; the warm
+processes' autotuning picks are dropped (timed on a shared GPU), so the timing process
+autotunes afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+# One cache for this run and its warm processes, set before torch reads it: a warm cache
+# from another run would serve graphs without writing their fusion-table rows.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="sweep_cache_"))
+
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import (  # noqa: E402
+    DTYPES,
+    GraphTimer,
+    check,
+    copy_tbps,
+    has_upstream_mix_order,
+    require_cuda,
+)
+
+import inductor_ext  # noqa: E402
+
+#: stock: torch.compile as users get it (upstream mix-order at its default);
+#: upstream_off: upstream mix-order off; fused: inductor_ext with always_fuse.
+VARIANTS = ("stock", "upstream_off", "fused")
+#: What the fused kernel's mix_order_fusion row adds to a case's measurements.
+RECORDED = ("programs", "block_m", "model_fuses", "model_detail", "shape_info",
+            "workspace_bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    op: str  # rms | ln | sum (a row sum beside a column sum of the same [M, N])
+    M: int
+    N: int
+    dtype: str  # x's dtype
+    wdtype: str  # weight dtype (norms)
+    layout: str  # contiguous | sliced (rows with a gap) | transposed (x read with a stride)
+
+    @property
+    def name(self) -> str:
+        w = "" if self.wdtype == self.dtype else f"/w{self.wdtype}"
+        return f"{self.op} {self.M}x{self.N} {self.dtype}{w} {self.layout}"
+
+    def min_bytes(self) -> int:
+        es, ws = DTYPES[self.dtype].itemsize, DTYPES[self.wdtype].itemsize
+        if self.op == "sum":
+            return 2 * self.M * self.N * es + (self.M + self.N) * es
+        stats = 4 if self.op == "rms" else 8
+        params = 2 if self.op == "rms" else 4
+        return 3 * self.M * self.N * es + stats * self.M + params * self.N * ws
+
+
+def grid(name: str) -> list[Case]:
+    """The sweep's cases. `full`: M*N from 1M to 512M, N 64..32768, rms/ln in bf16 and
+    fp32 (fp16 x with fp32 w at some), plain sum pairs, sliced and transposed operands;
+    `heldout`: the shapes the issue measured outside the tuned list; `smoke`: tiny, for
+    the CPU interpreter."""
+    if name == "smoke":
+        return [Case("rms", 64, 48, "fp32", "fp32", "contiguous"),
+                Case("ln", 33, 64, "fp32", "fp32", "sliced"),
+                Case("sum", 64, 32, "fp32", "fp32", "transposed")]
+    heldout = [Case("ln", 8192, 1024, "bf16", "bf16", "contiguous"),
+               Case("rms", 2048, 4096, "bf16", "bf16", "contiguous"),
+               Case("ln", 4096, 1024, "fp32", "fp32", "contiguous"),
+               Case("ln", 24576, 3072, "bf16", "bf16", "contiguous"),
+               Case("ln", 16384, 1536, "fp16", "fp32", "contiguous"),
+               Case("rms", 4096, 8192, "bf16", "bf16", "contiguous"),
+               Case("rms", 2048, 24576, "bf16", "bf16", "contiguous"),
+               Case("rms", 16384, 4096, "bf16", "fp32", "contiguous")]
+    if name == "heldout":
+        return heldout
+    cases = list(heldout)
+    for op in ("rms", "ln"):
+        for dtype in ("bf16", "fp32"):
+            for N in (64, 512, 2048, 8192, 32768):
+                for numel in (1 << 20, 1 << 23, 1 << 26, 1 << 29):
+                    if dtype == "fp32" and numel > 1 << 28:
+                        continue  # 2 GB per operand: the fp32 sweep stops at 256M
+                    M = numel // N
+                    if M >= 8:
+                        cases.append(Case(op, M, N, dtype, dtype, "contiguous"))
+    for M, N in ((16384, 4096), (65536, 1024), (4096, 768)):
+        cases.append(Case("ln", M, N, "fp16", "fp32", "contiguous"))
+        cases.append(Case("rms", M, N, "bf16", "bf16", "sliced"))
+        cases.append(Case("rms", M, N, "bf16", "bf16", "transposed"))
+    for M, N in ((65536, 1024), (8192, 4096), (262144, 256), (4096, 4096), (32768, 768)):
+        for dtype in ("bf16", "fp32"):
+            cases.append(Case("sum", M, N, dtype, dtype, "contiguous"))
+            cases.append(Case("sum", M, N, dtype, dtype, "transposed"))
+    return list(dict.fromkeys(cases))
+
+
+def _operand(case: Case, device: str, gen: torch.Generator) -> torch.Tensor:
+    """An [M, N] leaf (contiguous), or a view of one: rows with a gap (sliced), or
+    the transpose of an [N, M] tensor (rows read with a stride of M)."""
+    dt = DTYPES[case.dtype]
+    if case.layout == "sliced":
+        base = torch.randn(case.M, case.N + 64, device=device, dtype=dt, generator=gen)
+        return base[:, 32:32 + case.N]
+    if case.layout == "transposed":
+        return torch.randn(case.N, case.M, device=device, dtype=dt, generator=gen).t()
+    return torch.randn(case.M, case.N, device=device, dtype=dt, generator=gen)
+
+
+def problem(case: Case, device: str):
+    """(fn, inputs, what to differentiate, dy): fn(*inputs) is timed as a backward for
+    norms (autograd.grad of its output under dy) and as a forward for sum pairs."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=device).manual_seed(hash(case) & 0xFFFF)
+    N = case.N
+    if case.op == "sum":
+        x = _operand(dataclasses.replace(case, layout="contiguous"), device, gen)
+        y = _operand(case, device, gen)
+
+        def fn(x, y):
+            return (x + y).sum(-1), x.sum(0)
+
+        return fn, [x, y], None, None
+    x = _operand(case, device, gen).requires_grad_()
+    wdt = DTYPES[case.wdtype]
+    w = (1 + 0.1 * torch.randn(N, device=device, dtype=wdt, generator=gen)).requires_grad_()
+    b = ((0.1 * torch.randn(N, device=device, dtype=wdt, generator=gen)).requires_grad_()
+         if case.op == "ln" else None)
+    dy = torch.randn(case.M, N, device=device, dtype=DTYPES[case.dtype], generator=gen)
+
+    if case.op == "rms":
+        def fn(x, w, b):
+            return F.rms_norm(x, (N,), w, 1e-6)
+    else:
+        def fn(x, w, b):
+            return F.layer_norm(x, (N,), w, b, 1e-5)
+    return fn, [x, w, b], [t for t in (x, w, b) if t is not None], dy
+
+
+def variant_options(variant: str) -> dict:
+    if variant == "stock":
+        return {}
+    if variant == "upstream_off":
+        return {"triton.mix_order_reduction": False} if has_upstream_mix_order() else {}
+    return inductor_ext.options()
+
+
+def run_once(case: Case, variant: str, device: str):
+    """Compile and run one (case, variant); returns (callable to time, outputs,
+    reference inputs) with everything warmed up."""
+    torch._dynamo.reset()
+    fn, inputs, wrt, dy = problem(case, device)
+    compiled = torch.compile(fn, options=variant_options(variant), dynamic=False)
+    holder: dict = {}
+    if wrt is None:
+        def prepare():
+            return None
+
+        def step():
+            return compiled(*inputs)
+    else:
+        def prepare():
+            holder["y"] = compiled(*inputs)
+
+        def step():
+            return torch.autograd.grad(holder["y"], wrt, dy, retain_graph=True)
+    return fn, inputs, wrt, dy, prepare, step, holder
+
+
+def reference(fn, inputs, wrt, dy):
+    up = [None if t is None else t.detach().double().requires_grad_(t.requires_grad)
+          for t in inputs]
+    if wrt is None:
+        return fn(*up)
+    return torch.autograd.grad(fn(*up), [u for u in up if u is not None and u.requires_grad],
+                               dy.double())
+
+
+def fusion_rows(table_dir: pathlib.Path, before: int) -> list[dict]:
+    path = table_dir / "metric_table_mix_order_fusion.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows[before:]
+
+
+def count_fusion_rows(table_dir: pathlib.Path) -> int:
+    return len(fusion_rows(table_dir, 0))
+
+
+def measure_variant(case: Case, variant: str, timer: GraphTimer | None,
+                    table_dir: pathlib.Path, device: str) -> dict:
+    """One variant of one case: correct first, then timed; the fused variant also
+    reports what the hook recorded (its tensors die with this frame)."""
+    out: dict = {}
+    before = count_fusion_rows(table_dir)
+    inductor_ext.metrics.reset()
+    t0 = time.perf_counter()
+    try:
+        with inductor_ext.config.patch(always_fuse=variant == "fused"):
+            fn, inputs, wrt, dy, prepare, step, holder = run_once(case, variant, device)
+            if timer is not None:
+                _, got, graph = timer.run(step, prepare)
+            else:
+                prepare()
+                got = step()
+        ok, err = check(got if isinstance(got, (tuple, list)) else [got],
+                        reference(fn, inputs, wrt, dy))
+        out[f"{variant}_ok"] = ok
+        out[f"{variant}_err"] = err
+        out[f"{variant}_us"] = (timer.time_us(graph) if timer is not None and ok
+                                else math.nan)
+    except Exception as exc:  # a failing variant is a result, not a stop
+        out[f"{variant}_ok"] = False
+        out[f"{variant}_us"] = math.nan
+        out[f"{variant}_error"] = repr(exc)[:300]
+    out[f"{variant}_s"] = round(time.perf_counter() - t0, 2)
+    if variant == "fused":
+        out["fused_kernels"] = inductor_ext.metrics.mix_order_kernels
+        fused = fusion_rows(table_dir, before)
+        if len(fused) == 1:
+            out.update({key: fused[0].get(key, "") for key in RECORDED})
+    return out
+
+
+def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path,
+            device: str, out_csv: str | None, record_dir: pathlib.Path) -> list[dict]:
+    rows = []
+    for case in cases:
+        row: dict = {**dataclasses.asdict(case), "case": case.name,
+                     "min_bytes": case.min_bytes()}
+        if timer is not None:
+            row["shape_copy_tbps"] = copy_tbps(timer, numel=case.M * case.N,
+                                               dtype=DTYPES[case.dtype])
+        for variant in VARIANTS:
+            row.update(measure_variant(case, variant, timer, table_dir, device))
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        recorded = record_dir / f"{case_key(case)}.json"
+        if "shape_info" not in row and recorded.exists():
+            fused = json.loads(recorded.read_text())
+            if len(fused) == 1:
+                row.update({k: fused[0].get(k, "") for k in RECORDED})
+        best = min(row.get("stock_us", math.nan), row.get("upstream_off_us", math.nan))
+        row["fused_speedup"] = best / row["fused_us"] if row.get("fused_us") else math.nan
+        rows.append(row)
+        print(f"{case.name:44s} stock {row.get('stock_us', math.nan):9.1f} off "
+              f"{row.get('upstream_off_us', math.nan):9.1f} fused "
+              f"{row.get('fused_us', math.nan):9.1f} us  x{row['fused_speedup']:.2f}  "
+              f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}",
+              flush=True)
+        if out_csv:
+            write_csv(out_csv, rows)
+    return rows
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def case_key(case: Case) -> str:
+    return case.name.replace(" ", "_").replace("/", "-")
+
+
+def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
+    """Compile every (case, variant) in `workers` processes sharing the cache dir, each
+    recording the fused kernel's fusion-table row per case (a timing process served from
+    the cache writes none); then drop their autotuning picks (timed on a shared GPU)."""
+    procs = []
+    for k in range(workers):
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
+             "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
+             "--records", str(record_dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode:
+            print(f"warm worker failed ({p.returncode}): {err[-500:]}")
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache:
+        for path in pathlib.Path(cache).rglob("*.best_config"):
+            path.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--grid", choices=("full", "heldout", "smoke"), default="full")
+    ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
+    ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
+    ap.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", default="0/1", help=argparse.SUPPRESS)
+    ap.add_argument("--records", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--records-only", action="store_true",
+                    help="only compile (with --warm processes) and write each case's "
+                         "recorded fusion-table fields to --csv")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    global ARGS
+    ARGS = args = ap.parse_args(argv)
+    k, p = (int(v) for v in args.part.split("/"))
+    w, workers = (int(v) for v in args.worker.split("/"))
+    cases = grid(args.grid)[k::p][w::workers]
+    if args.device == "cuda":
+        require_cuda("sweep_cost_model")
+    out = os.path.abspath(args.csv) if args.csv else None
+    table_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_tables_"))
+    os.chdir(table_dir)  # MetricTable writes into the working directory
+    torch._inductor.config.enabled_metric_tables = "mix_order_fusion"
+    if args.device == "cpu":  # a smoke run of the whole path in the Triton interpreter
+        from inductor_ext.testing import cpu_interpret
+
+        stack = contextlib.ExitStack()  # held until exit: the interpreter stays on
+        stack.enter_context(cpu_interpret())
+    if args.compile_only:
+        record_dir = pathlib.Path(args.records)
+        for case in cases:
+            for variant in VARIANTS:
+                before = count_fusion_rows(table_dir)
+                try:
+                    with inductor_ext.config.patch(always_fuse=variant == "fused"):
+                        _, _, _, _, prepare, step, _ = run_once(case, variant, args.device)
+                        prepare()
+                        step()
+                except Exception as exc:  # the timing process reports it
+                    print(f"{case.name} {variant}: {exc!r}", file=sys.stderr)
+                if variant == "fused":
+                    record = fusion_rows(table_dir, before)
+                    (record_dir / f"{case_key(case)}.json").write_text(json.dumps(record))
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+        return 0
+    record_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_records_"))
+    if args.warm:
+        t0 = time.perf_counter()
+        warm(cases, args.warm, record_dir)
+        print(f"warmed {len(cases)} cases x {len(VARIANTS)} variants in "
+              f"{time.perf_counter() - t0:.0f} s with {args.warm} processes", flush=True)
+    if args.records_only:
+        rows = []
+        for case in cases:
+            path = record_dir / f"{case_key(case)}.json"
+            fused = json.loads(path.read_text()) if path.exists() else []
+            rows.append({**dataclasses.asdict(case), "case": case.name,
+                         **({k: fused[0].get(k, "") for k in RECORDED}
+                            if len(fused) == 1 else {})})
+        if out:
+            write_csv(out, rows)
+        print(f"recorded {sum(1 for r in rows if 'shape_info' in r)} of {len(rows)} cases")
+        return 0
+    timer = GraphTimer("read") if args.device == "cuda" else None
+    if timer is not None:
+        print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy "
+              f"{copy_tbps(timer):.3f} TB/s", flush=True)
+    if out:
+        pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
+    rows = measure(cases, timer, table_dir, args.device, out, record_dir)
+    faster = sum(1 for r in rows if r["fused_speedup"] > 1)
+    print(f"{len(rows)} cases: fusing faster in {faster}; model fuses in "
+          f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")
+    print(json.dumps({"cases": len(rows)}))
+    return 0
+
+
+ARGS: argparse.Namespace
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Planning: a pure function of (shape, device, tuning, options) per target.
+
+`planner_for(target)` gives the target's `fits` / `plan` / `profitable`; the hook builds
+the inputs (`ShapeInfo` from the group, `device_info`, `tuning_from_config`,
+`options_from_config`) and hands the resulting `LaunchPlan` to codegen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..backends import npu
+from . import ascend, cuda
+from .device import DeviceInfo, assume_device, assumed_devices, device_info
+from .options import PlanOptions, options_from_config, tuning_from_config
+from .tuning import AscendTuning, CudaTuning
+from .types import FinalizeBlock, LaunchPlan, ShapeInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class Planner:
+    """One target's planning functions and what its codegen can accumulate in."""
+
+    target: str
+    fits: Callable[[ShapeInfo, DeviceInfo, Any, PlanOptions], tuple[bool, str]]
+    plan: Callable[[ShapeInfo, DeviceInfo, Any, PlanOptions], LaunchPlan]
+    profitable: Callable[[ShapeInfo, LaunchPlan, DeviceInfo, Any, PlanOptions],
+                         tuple[bool, str]]
+    accumulator_dtypes: tuple[torch.dtype, ...]
+
+
+PLANNERS: dict[str, Planner] = {
+    "cuda": Planner("cuda", cuda.fits, cuda.plan, cuda.profitable,
+                    (torch.float32, torch.float64)),
+    # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
+    "ascend": Planner("ascend", ascend.fits, ascend.plan, ascend.profitable,
+                      (torch.float32,)),
+}
+
+#: Device types whose target is not the default "cuda" one (config.target == "auto").
+DEVICE_TARGETS = {"npu": "ascend"}
+
+
+def target_for(device: torch.device, configured: str) -> str:
+    """The configured target, or with "auto" the device's: "ascend" for NPUs and for any
+    device whose kernels torch_npu's backend generates (its emulation: CPU tensors)."""
+    if configured != "auto":
+        return configured
+    if npu.serves(device):
+        return "ascend"
+    return DEVICE_TARGETS.get(device.type, "cuda")
+
+
+def planner_for(target: str) -> Planner:
+    try:
+        return PLANNERS[target]
+    except KeyError:
+        raise ValueError(f"inductor_ext.config.target: unknown target {target!r}; "
+                         f"known: {sorted(PLANNERS)}") from None
+
+
+__all__ = [
+    "PLANNERS", "AscendTuning", "CudaTuning", "DeviceInfo", "FinalizeBlock", "LaunchPlan",
+    "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices", "device_info",
+    "options_from_config", "planner_for", "target_for", "tuning_from_config",
+]

@@ -1,0 +1,247 @@
+"""CUDA planning (the default target): strided row blocks over a few programs per SM, a
+bounded set of launch configs timed by Inductor's autotuner, and a bytes-based
+profitability model from the device's bandwidth, L2 size and SM count.
+
+Every function is pure: (shape, device, tuning, options) in, a value out."""
+
+from __future__ import annotations
+
+from . import cost
+from .device import DeviceInfo
+from .options import PlanOptions
+from .tuning import CudaTuning
+from .types import Config, FinalizeBlock, LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+
+
+def partial_bytes(shape: ShapeInfo) -> int:
+    """One program's partials: one value per column per column reduction."""
+    return shape.accumulator_bytes * shape.num_columns * shape.N
+
+
+def fused_dram_seconds(shape: ShapeInfo, device: DeviceInfo, programs: int) -> float:
+    """The fused kernel's bytes, its workspace included, at the device's DRAM bandwidth."""
+    return (shape.total_bytes + programs * partial_bytes(shape)) / device.dram_bytes_per_s
+
+
+def persistent_fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> bool:
+    """A persistent row keeps, per row element, the accumulators and the upcast [M, N]
+    tiles in registers; past `register_budget` of the SM's register file the kernel
+    spills (LayerNorm at N=16384 did). Such rows take the column-tiled path."""
+    live = next_pow2(shape.N) * (shape.accumulator_bytes * shape.num_columns
+                                 + 2 * shape.row_elem_bytes)
+    return live <= tuning.register_budget * device.register_file_bytes
+
+
+def balanced(tuning: CudaTuning, programs: int, blocks: int) -> int:
+    """At most `programs` programs for `blocks` row blocks; with `balance_rows`, the
+    fewest that keep the most iterations per program unchanged."""
+    programs = max(1, min(programs, blocks))
+    if not tuning.balance_rows:
+        return programs
+    return -(-blocks // -(-blocks // programs))
+
+
+def _programs(shape: ShapeInfo, tuning: CudaTuning, most: int, blocks: int) -> int:
+    """`most` programs, balanced over the row blocks when M is known at compile time."""
+    return balanced(tuning, most, blocks) if shape.M_static else most
+
+
+def _rows_to_double_buffer(shape: ShapeInfo, tuning: CudaTuning, programs: int) -> bool:
+    """Each program owns enough rows for register double buffering to pay."""
+    return shape.M_hint >= tuning.prefetch_min_rows * programs
+
+
+def programs_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                 block_m: int) -> int:
+    """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
+    `max_workspace_share` of the bytes the kernel moves anyway (or within
+    `max_workspace_l2_share` of the L2) and whose programs each keep at least
+    `prefetch_min_rows` rows (fewer would turn the loads' double buffering off)."""
+    budget = max(tuning.max_workspace_share * shape.total_bytes,
+                 tuning.max_workspace_l2_share * device.l2_bytes)
+    blocks = -(-shape.M_hint // block_m)
+    per_sm = tuning.programs_per_sm
+    while True:
+        programs = _programs(shape, tuning, device.cores * per_sm, blocks)
+        if per_sm == 1 or (programs * partial_bytes(shape) <= budget
+                           and _rows_to_double_buffer(shape, tuning, programs)):
+            return programs
+        per_sm //= 2
+
+
+def register_partials_budget(device: DeviceInfo, tuning: CudaTuning) -> float:
+    return tuning.register_partials_share * device.register_file_bytes
+
+
+def rows_in_l1(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
+    """Rows whose [M, N] inputs fit the L1 share the unrolled tiles' second pass reads."""
+    row_bytes = max(1, shape.shared_bytes // max(1, shape.M_hint))
+    return int(tuning.register_rows_l1_share * device.l1_bytes // row_bytes)
+
+
+def register_tiles_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
+    """Unrolled column tiles for a column-tiled row, or 0 when its partials would take
+    more than `register_partials_share` of an SM's register file, the row needs too many
+    tiles, or one row's inputs do not fit the L1 the second pass reads them from."""
+    tiles = -(-shape.N // min(tuning.register_tile, next_pow2(shape.N)))
+    if (tiles > tuning.max_register_tiles
+            or partial_bytes(shape) > register_partials_budget(device, tuning)
+            or rows_in_l1(shape, device, tuning) < 1):
+        return 0
+    return tiles
+
+
+def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
+    """As many programs per SM as their register partials allow (at least one)."""
+    fitting = int(register_partials_budget(device, tuning) // partial_bytes(shape))
+    per_sm = max(1, min(tuning.programs_per_sm, fitting))
+    return _programs(shape, tuning, device.cores * per_sm, shape.M_hint)
+
+
+def register_tiled_configs(r0_block: int, max_warps: int, max_rows: int = 2
+                           ) -> tuple[Config, ...]:
+    """Rows per iteration {1, 2} (at most `max_rows`, the rows the L1 holds) x warps
+    {max/2, max}; the tile (R0_BLOCK) is fixed, the unrolled code is written for it."""
+    return tuple((("XBLOCK", xblock), ("R0_BLOCK", r0_block), ("num_warps", warps),
+                  ("num_stages", 1))
+                 for xblock in (1, 2) if xblock <= max(1, max_rows)
+                 for warps in sorted({max(2, max_warps // 2), max_warps}))
+
+
+def candidate_configs(tuning: CudaTuning, block_m: int, r0_block: int,
+                      max_warps: int) -> tuple[Config, ...]:
+    """At most 9: rows per iteration {block_m, block_m/2, block_m/4} x warps {half, one,
+    two} per `elems_per_warp` tile elements. Pipelining stages are not searched: the
+    loads of this loop were not pipelined by Triton 3.6 (stages 1 and 2 timed alike)."""
+    out = []
+    for xblock in (block_m, block_m // 2, block_m // 4):
+        if xblock < 1:
+            continue
+        mid = max(2, (xblock * r0_block) // tuning.elems_per_warp)
+        for warps in sorted({max(2, mid // 2), mid, mid * 2}):
+            if warps <= max_warps:
+                out.append((("XBLOCK", xblock), ("num_warps", warps), ("num_stages", 1)))
+    return tuple(dict.fromkeys(out))
+
+
+def use_prefetch(shape: ShapeInfo, tuning: CudaTuning, r0_block: int, programs: int,
+                 column_tiled: bool) -> bool:
+    """Double-buffer the loads of persistent rows when a program has enough iterations.
+    Measured on H100 with strided rows: LayerNorm 16384x8192 -13%, N=128 -4..6%,
+    4096x4096 (31 rows per program) -3..12%."""
+    return (not column_tiled and tuning.prefetch_min_n <= r0_block <= tuning.prefetch_max_n
+            and _rows_to_double_buffer(shape, tuning, programs))
+
+
+def l2_prefetch_for(device: DeviceInfo, tuning: CudaTuning, double_buffered: bool = False
+                    ) -> int:
+    """Row blocks ahead for the L2 hint (0: none). Not where the next block is already
+    loaded into registers (it cost 0.3-1.3% there); the bulk prefetch exists from sm_90
+    (Hopper) on; the interpreter has no L2 to hint (tests may turn it on)."""
+    if tuning.l2_prefetch_distance <= 0 or double_buffered:
+        return 0
+    if device.interpreted:
+        return tuning.l2_prefetch_distance if tuning.l2_prefetch_on_cpu else 0
+    return tuning.l2_prefetch_distance if device.hopper_or_later else 0
+
+
+def final_step_block(tuning: CudaTuning, N: int, programs: int, partials: int,
+                     warps: int = 0) -> FinalizeBlock:
+    """Tile of the generated final step: short column runs spread over many programs,
+    tall tiles that fold a program's workspace rows in one or two load round trips (the
+    step is latency-bound, a few MB mostly still in L2)."""
+    columns = min(tuning.final_step_columns, next_pow2(N))
+    tile = max(2048, tuning.final_step_tile // max(1, partials))
+    rows = max(1, min(next_pow2(programs), prev_pow2(tile // columns)))  # tl.arange: 2^k
+    return FinalizeBlock(columns=columns, rows=rows, num_warps=warps or tuning.final_step_warps)
+
+
+def final_step_warps_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                         programs: int) -> int:
+    """`final_step_warps`, halved when the final step has more programs than
+    `final_step_programs_per_sm` per SM (N=16384: 1024 programs of 16 columns, 4 warps
+    took 8.4-8.9 us against 9.3-9.5; at 256 or 8 programs 8 warps were faster)."""
+    block = final_step_block(tuning, shape.N, programs, shape.num_columns)
+    if block.programs(shape.N) > tuning.final_step_programs_per_sm * device.cores:
+        return max(1, tuning.final_step_warps // 2)
+    return tuning.final_step_warps
+
+
+def extra_waves_allowed(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                        programs: int) -> int:
+    """Waves beyond the fewest that a timed config may take: each costs about two load
+    round trips, allowed while that stays within `wave_cost_share` of the kernel's DRAM
+    time (4096x4096 bf16: none; 576000x384 fp32: seven)."""
+    seconds = fused_dram_seconds(shape, device, programs)
+    return int(tuning.wave_cost_share * seconds // (2 * tuning.load_round_trip_s))
+
+
+def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+         options: PlanOptions) -> LaunchPlan:
+    column_tiled = (shape.N > options.max_persistent_n
+                    or not persistent_fits(shape, device, tuning))
+    register_tiles = register_tiles_for(shape, device, tuning) if column_tiled else 0
+    if register_tiles:
+        r0_block = min(tuning.register_tile, next_pow2(shape.N))
+        block_m = 1
+    elif column_tiled:
+        r0_block = min(tuning.column_tile, next_pow2(shape.N))
+        block_m = tuning.column_tiled_block_m
+    else:
+        r0_block = next_pow2(shape.N)
+        block_m = max(1, min(64, tuning.tile_elems // r0_block))
+    block_m = min(block_m, next_pow2(shape.M_hint))
+    split_size = options.split_size
+    if split_size is not None:
+        block_m = min(block_m, prev_pow2(split_size))
+        rows = max(block_m, -(-split_size // block_m) * block_m)
+        programs = max(1, -(-shape.M_hint // rows))
+    elif register_tiles:
+        programs = register_tiled_programs(shape, device, tuning)
+    else:
+        programs = programs_for(shape, device, tuning, block_m)
+    max_warps = max(2, min(32, tuning.max_warps_per_sm * device.cores // max(1, programs)))
+    if register_tiles:
+        # The partials' registers are spread over the program's threads: the most warps
+        # leaves each thread the fewest, and the most loads in flight.
+        num_warps = max_warps
+    else:
+        num_warps = max(2, min(max_warps, block_m * r0_block // tuning.elems_per_warp))
+    prefetch = use_prefetch(shape, tuning, r0_block, programs, column_tiled)
+    configs: tuple[Config, ...] = ()
+    if (not column_tiled or register_tiles) and (not device.interpreted
+                                                  or tuning.autotune_on_cpu):
+        configs = (register_tiled_configs(r0_block, max_warps,
+                                          rows_in_l1(shape, device, tuning)) if register_tiles
+                   else candidate_configs(tuning, block_m, r0_block, max_warps))
+    final_step = None
+    if tuning.generated_final_step:
+        final_step = final_step_block(
+            tuning, shape.N, programs, shape.num_columns,
+            warps=final_step_warps_for(shape, device, tuning, programs))
+    return LaunchPlan(
+        target="cuda", programs=programs, block_m=block_m, r0_block=r0_block,
+        num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
+        column_tiled=column_tiled, register_tiles=register_tiles, configs=configs,
+        prefetch=prefetch, l2_prefetch=l2_prefetch_for(device, tuning, double_buffered=prefetch),
+        l2_keep_fraction=tuning.l2_keep_fraction,
+        final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,
+        max_extra_waves=extra_waves_allowed(shape, device, tuning, programs) if configs else None,
+        final_step=final_step, accumulator=shape.accumulator,
+        row_sum_chunk=min(tuning.row_sum_chunk, r0_block) if column_tiled else 1,
+        stream_stores=column_tiled and tuning.stream_column_tiled_stores,
+        unpin_row_loads=bool(register_tiles) and tuning.unpin_register_tiled_rows)
+
+
+def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+         options: PlanOptions) -> tuple[bool, str]:
+    """Any row fits: too long a row takes the column-tiled path."""
+    return True, ""
+
+
+def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo, tuning: CudaTuning,
+               options: PlanOptions) -> tuple[bool, str]:
+    """Fuse when the calibrated cost model (plan/cost.py) predicts the fused kernel faster
+    than what stock torch.compile runs instead."""
+    est = cost.estimate(shape, plan_, device, tuning, options)
+    return est.fuse, "" if est.fuse else est.describe()

@@ -1,0 +1,151 @@
+"""Device facts for planning, as one value (`DeviceInfo`), read from the device once.
+
+Planning sees only this value, so tests and benches describe a device by building one
+(`DeviceInfo(...)`, or `assume_device(...)` for a whole compile) instead of patching the
+queries; `device_info` is the one place that asks the driver."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import functools
+from collections.abc import Iterator
+
+import torch
+
+from .. import compat
+from ..backends import npu
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """What a planner may know about the device a group's kernels run on."""
+
+    type: str  # torch device type: "cuda", "cpu" (Triton interpreter), "npu", "xpu"
+    name: str = ""
+    cores: int = 1  # SMs (NVIDIA) / vector cores (Ascend)
+    l2_bytes: int = 40 * 2**20
+    register_file_bytes: int = 4 * 65536  # per SM
+    l1_bytes: int = 256 * 1024  # L1 / shared memory per SM (NVIDIA)
+    dram_bytes_per_s: float = 2.0e12
+    capability: tuple[int, int] = (0, 0)  # NVIDIA compute capability; (0, 0) elsewhere
+    ub_bytes: int = 0  # Ascend Unified Buffer per core; 0 elsewhere
+    #: torch_npu's default Inductor backend generates this device's kernels (the fused
+    #: kernel is then built on its NPUIndexTritonKernel); "" otherwise.
+    npu_backend: str = ""
+    ascend950: bool = False  # Ascend950 (256 KiB UB, int64 indices), else A2/A3
+    #: The kernels run in Triton's CPU interpreter, one program after another.
+    interpreted: bool = False
+
+    @property
+    def hopper_or_later(self) -> bool:
+        """NVIDIA sm_90+: the bulk L2 prefetch and programmatic dependent launch exist
+        (`capability` is (0, 0) on every other device)."""
+        return self.capability >= (9, 0)
+
+
+#: Programs the CPU plans for: the interpreter runs them one by one, so few keep tests fast.
+CPU_INTERPRETER_CORES = 2
+
+_ASSUMED: contextvars.ContextVar[tuple[tuple[str, DeviceInfo], ...]] = contextvars.ContextVar(
+    "inductor_ext_assumed_devices", default=())
+
+
+@contextlib.contextmanager
+def assume_device(info: DeviceInfo) -> Iterator[None]:
+    """Plan every group on a device of `info.type` as if it were `info` (tests: a CPU
+    compile planned like an H100; benches: a what-if device). Part of the pass's cache
+    key while active."""
+    token = _ASSUMED.set((*((t, i) for t, i in _ASSUMED.get() if t != info.type),
+                          (info.type, info)))
+    try:
+        yield
+    finally:
+        _ASSUMED.reset(token)
+
+
+def assumed_devices() -> dict[str, DeviceInfo]:
+    return dict(_ASSUMED.get())
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    """The facts of `device` (or what `assume_device` set for its type)."""
+    assumed = dict(_ASSUMED.get()).get(device.type)
+    if assumed is not None:
+        return assumed
+    if npu.serves(device):  # not cached: an emulation session may come and go
+        return _torch_npu_info(device)
+    return _queried(device)
+
+
+@functools.cache
+def _queried(device: torch.device) -> DeviceInfo:
+    if device.type == "cpu":
+        return DeviceInfo(type="cpu", name="cpu (Triton interpreter)",
+                          cores=CPU_INTERPRETER_CORES, interpreted=True)
+    if device.type == "npu":
+        return _npu_info()
+    try:
+        props = compat.device_properties(device)
+    except Exception:  # an unknown backend: defaults, planning still works
+        return DeviceInfo(type=device.type)
+    l2 = 40 * 2**20
+    name = ""
+    if device.type == "cuda":
+        try:
+            cuda_props = torch.cuda.get_device_properties(device)
+            l2, name = int(cuda_props.L2_cache_size), cuda_props.name
+        except Exception:
+            pass
+    return DeviceInfo(
+        type=device.type, name=name,
+        cores=int(getattr(props, "multi_processor_count", 0) or 1),
+        l2_bytes=l2,
+        register_file_bytes=4 * int(getattr(props, "regs_per_multiprocessor", 0) or 65536),
+        l1_bytes=_l1_bytes(device),
+        dram_bytes_per_s=compat.dram_bytes_per_s(device) or 2.0e12,
+        capability=((int(props.major or 0), int(getattr(props, "minor", 0) or 0))
+                    if device.type == "cuda" and not torch.version.hip else (0, 0)))
+
+
+def _l1_bytes(device: torch.device) -> int:
+    """Combined L1 / shared memory per SM: what the driver reports as the most shared
+    memory one SM can give, plus the L1 that stays (256 KB on sm_90, 192 KB on sm_80)."""
+    try:
+        props = torch.cuda.get_device_properties(device)
+        smem = int(getattr(props, "shared_memory_per_multiprocessor", 0) or 0)
+        return max(smem + 32 * 1024, 128 * 1024) if smem else 256 * 1024
+    except Exception:
+        return 256 * 1024
+
+
+#: Vector cores when torch_npu cannot say: torch_npu's fallback for 910B3.
+DEFAULT_VECTOR_CORES = 40
+#: Unified Buffer per core on Atlas A2/A3.
+DEFAULT_UB_BYTES = 192 * 1024
+
+
+def _torch_npu_info(device: torch.device) -> DeviceInfo:
+    """What torch_npu's Inductor config reports (vector cores after NPU_DEVICE_LIMIT, UB
+    by SoC), for a device whose kernels its default backend generates."""
+    facts = npu.soc_facts()
+    return DeviceInfo(type=device.type, name="Ascend950" if facts.ascend950 else "Ascend A2/A3",
+                      cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
+                      npu_backend="torch_npu", ascend950=facts.ascend950,
+                      interpreted=device.type == "cpu")
+
+
+def _npu_info() -> DeviceInfo:
+    """Vector cores reported by torch_npu, when it is importable (it needs CANN)."""
+    cores = DEFAULT_VECTOR_CORES
+    try:
+        import torch_npu  # noqa: F401
+
+        props = torch.npu.get_device_properties(torch.npu.current_device())
+        vector = getattr(props, "vector_core_num", None)
+        cube = getattr(props, "cube_core_num", None)
+        cores = int(vector) if vector else (2 * int(cube) if cube else cores)
+    except Exception:
+        pass
+    return DeviceInfo(type="npu", cores=cores, ub_bytes=DEFAULT_UB_BYTES)

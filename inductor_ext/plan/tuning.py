@@ -1,0 +1,200 @@
+"""Tuning knobs of each target, as frozen values (the way quack keeps per-arch configs).
+
+Defaults live here with the measurement behind each; a user, test or bench changes one
+through `inductor_ext.config.tuning` (`{"cuda": {"register_tile": 16}}`), which is part
+of the pass's cache key, so a changed knob never reuses a kernel planned without it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaTuning:
+    """The CUDA target's planning choices (measurements in bench/NOTES.md)."""
+
+    #: Elements of one [BLOCK_M, R0_BLOCK] tile at the largest config (configs also try a
+    #: half and a quarter of it): loads in flight per program vs fp32 accumulators.
+    tile_elems: int = 8192
+    #: Resident programs per SM at most (the workspace has one row per program).
+    programs_per_sm: int = 4
+    #: Workspace bytes written may cost at most this share of the kernel's own bytes;
+    #: fewer programs per SM are used when they would (large N, few rows). Few rows per
+    #: program are not compensated with more programs: with strided rows and double
+    #: buffering, 132 programs of 31 rows beat 528 of 8 at 4096x4096.
+    max_workspace_share: float = 0.02
+    #: ...or this share of the L2, when larger: a workspace that small is read back by the
+    #: final step from L2, so a second program per SM (twice the loads in flight) costs
+    #: next to no DRAM bytes (4096x4096 bf16: 256 programs instead of 128).
+    max_workspace_l2_share: float = 0.25
+    #: Tile elements per warp for the middle num_warps choice.
+    elems_per_warp: int = 512
+    #: Warps per SM the configs may fill when every program is resident (64 regs/thread).
+    max_warps_per_sm: int = 32
+    #: Looped column-tiled kernels: row tile and rows per block.
+    column_tile: int = 2048
+    column_tiled_block_m: int = 2
+    #: Column-tiled rows whose partials fit this share of the register file unroll their
+    #: tiles (`register_tile` columns each, at most `max_register_tiles`) and keep every
+    #: partial in registers across the row loop; the second pass re-reads the row from L1.
+    register_partials_share: float = 0.5
+    register_tile: int = 4096
+    max_register_tiles: int = 16
+    #: Row sums of column-tiled rows fold runs of 8 columns (a thread's 16-byte vector of
+    #: bf16) in registers before accumulating (LayerNorm 8192x16384: 10 spills -> 0, -6%).
+    row_sum_chunk: int = 8
+    #: ...and their dx stores stream (`.cs`) (LayerNorm 8192x16384: -2%).
+    stream_column_tiled_stores: bool = True
+    #: ...and the row loads of register-tiled kernels lose Inductor's evict_last, which
+    #: also pinned the rows in L2 (LayerNorm 8192x16384: -2 us).
+    unpin_register_tiled_rows: bool = True
+    #: The interpreter would time every config by running it: off unless a test asks.
+    autotune_on_cpu: bool = False
+    #: One dependent DRAM load round trip under load (H100: about a microsecond).
+    load_round_trip_s: float = 1e-6
+    #: Rows (padded) whose loads are double-buffered in registers: past 8192 a second row
+    #: block no longer fits beside the partials; 128 is the shortest row measured...
+    prefetch_min_n: int = 128
+    prefetch_max_n: int = 8192
+    #: ...in programs that own at least this many rows.
+    prefetch_min_rows: int = 16
+    #: Live bytes of one persistent row allowed per SM register file (past it: column
+    #: tiles; LayerNorm at N=16384 spilled).
+    register_budget: float = 1.125
+    #: Spread the row blocks evenly: the fewest programs that still need the same number
+    #: of iterations, so no program runs an iteration alone at the end.
+    balance_rows: bool = True
+    #: Configs whose extra waves would cost more than this share of the kernel's DRAM
+    #: time are not timed (LayerNorm 4096x4096: two waves, 0.83 -> 0.74 of copy).
+    wave_cost_share: float = 0.02
+    #: Final steps with more programs than this per SM run at half the warps.
+    final_step_programs_per_sm: int = 4
+    #: Cost model (plan/cost.py), fitted on the H100 sweep bench/results/
+    #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
+    #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
+    #: and of upstream's own mix-order kernel.
+    fused_overhead_s: float = 4.6e-6
+    fused_efficiency: float = 0.875
+    unfused_overhead_s: float = 7.5e-6
+    unfused_efficiency: float = 0.75
+    upstream_overhead_s: float = 16.3e-6
+    upstream_efficiency: float = 0.80
+    #: Looped column tiles: one pass over one column tile of one row block (ln
+    #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
+    looped_tile_s: float = 2.4e-6
+    #: Fewer rows per program than this: a workspace row per program and the final step
+    #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
+    #: 16 rows each, one row block: 1.5-2.2x).
+    min_rows_per_program: int = 4
+    #: Operands read with a stride along the row fuse only when a row block reads this
+    #: many contiguous bytes of them (rows adjacent in memory): at 4 bytes the fused loop
+    #: ran 0.69x of stock (rms 16384x4096 transposed), at 64 bytes 1.30x (sums 262144x256).
+    strided_min_run_bytes: int = 64
+    #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
+    #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
+    #: 0.94x of stock), and the configs of two rows per iteration only when two do.
+    register_rows_l1_share: float = 0.75
+    #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
+    #: program i % programs, so the programs' loads advance through memory side by side.
+    row_order: str = "strided"
+    #: Row blocks ahead that each iteration hints into L2 (Hopper bulk prefetch); 0: none.
+    #: Only in loops whose loads are not double-buffered in registers.
+    l2_prefetch_distance: int = 1
+    #: Off on CPU (no L2 to hint; the interpreter runs the hint as a no-op): tests turn it
+    #: on to read the generated source and run the kernel that carries it.
+    l2_prefetch_on_cpu: bool = False
+    #: Share of a second-pass hint's lines that enter L2 as evict_last (0: the plain
+    #: hint). Off: +6.5% with a clean L2 but -6.6% with a dirty one (ln 8192x16384).
+    l2_keep_fraction: float = 0.0
+    #: Launch the final step early with programmatic dependent launch (sm_90 and later).
+    final_step_pdl: bool = True
+    #: Final step: columns per program, fp32 values per tile over all partials, warps.
+    final_step_columns: int = 16
+    final_step_tile: int = 16384
+    final_step_warps: int = 8
+    #: Use the generated final step (False: one ATen reduce per output).
+    generated_final_step: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class AscendTuning:
+    """The Ascend target's planning choices."""
+
+    #: Rows per block never exceed this (masks and index math stay small).
+    max_block_m: int = 64
+    #: fp32 temporaries per element the row math keeps live besides loads, stores and
+    #: accumulators.
+    fp32_temps: int = 2
+    #: Tail dims are padded to 32 bytes.
+    tail_align_bytes: int = 32
+    #: Multibuffer (on by default in triton-ascend) doubles what a kernel holds. Kernels
+    #: on torch_npu's class offer configs with it and without; False: without only.
+    multibuffer: bool = True
+    #: Kernels on torch_npu's class: launch configs its autotuner may time, at most
+    #: (the largest fitting block with multibuffer, half of it, the largest without).
+    npu_max_configs: int = 3
+    #: ...and the widest column tile of rows too long for a persistent tile.
+    npu_max_column_tile: int = 8192
+
+
+TUNINGS: dict[str, type] = {"cuda": CudaTuning, "ascend": AscendTuning}
+
+
+def validate(overrides: Any) -> None:
+    """ValueError naming the first bad entry of `inductor_ext.config.tuning`."""
+    if not isinstance(overrides, Mapping):
+        raise ValueError("inductor_ext.config.tuning must be a dict {target: {knob: value}}, "
+                         f"got {overrides!r}")
+    for target, knobs in overrides.items():
+        if target not in TUNINGS:
+            raise ValueError(f"inductor_ext.config.tuning: unknown target {target!r}; "
+                             f"known: {sorted(TUNINGS)}")
+        make(target, knobs)
+
+
+def make(target: str, knobs: Mapping[str, Any] | None = None) -> Any:
+    """The target's tuning with `knobs` replaced (each checked against the default's
+    type: a bool stays a bool, an int an int, a float accepts ints)."""
+    cls = TUNINGS[target]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    default = cls()
+    for name, value in (knobs or {}).items():
+        if name not in fields:
+            raise ValueError(f"inductor_ext.config.tuning[{target!r}]: unknown knob {name!r}; "
+                             f"known: {sorted(fields)}")
+        want = type(getattr(default, name))
+        ok = (isinstance(value, bool) if want is bool
+              else isinstance(value, (int, float)) and not isinstance(value, bool)
+              if want is float else isinstance(value, want) and not isinstance(value, bool)
+              if want is int else isinstance(value, want))
+        if not ok:
+            raise ValueError(f"inductor_ext.config.tuning[{target!r}][{name!r}] must be a "
+                             f"{want.__name__}, got {value!r}")
+    return dataclasses.replace(default, **dict(knobs or {}))
+
+
+def parse_settings(target: str, spec: str) -> dict[str, Any]:
+    """`'name=value;name=value'` (bench command lines) -> knob overrides, typed by the
+    defaults (`True`/`False` for bools)."""
+    default = TUNINGS[target]()
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in spec.split(";"))):
+        name, sep, text = item.partition("=")
+        if not sep or not hasattr(default, name):
+            raise ValueError(f"--setting: {item!r} is not KNOB=VALUE with a knob of "
+                             f"{TUNINGS[target].__name__}")
+        kind = type(getattr(default, name))
+        if kind is bool:
+            if text not in ("True", "False"):
+                raise ValueError(f"--setting: {name} takes True or False, not {text!r}")
+            out[name] = text == "True"
+        else:
+            try:
+                out[name] = kind(text)
+            except ValueError:
+                raise ValueError(f"--setting: {name} takes a {kind.__name__}, "
+                                 f"not {text!r}") from None
+    make(target, out)
+    return out

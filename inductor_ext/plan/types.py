@@ -1,0 +1,147 @@
+"""The values planning works with: what it is given (ShapeInfo) and what it decides
+(LaunchPlan, FinalizeBlock). A plan travels typed from the hook through codegen into the
+generated kernel's inductor_meta and back (`LaunchPlan.from_meta`) in the runtime."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def prev_pow2(n: int) -> int:
+    return 1 << max(0, int(math.floor(math.log2(max(1, n)))))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeInfo:
+    """What planning may look at about one group: sizes, bytes, dtypes, device type."""
+
+    M_hint: int  # rows (hint for dynamic M)
+    M_static: bool
+    N: int
+    num_columns: int  # partial accumulations in the group
+    elem_bytes: int  # widest element read from the [M, N] inputs
+    shared_bytes: int  # bytes of [M, N] inputs both sides read (saved by fusing)
+    total_bytes: int  # bytes the fused kernel must move at least (workspace excluded)
+    unfused_bytes: int  # bytes the unfused kernels move at least
+    row_elem_bytes: int  # bytes per element of all [M, N] tiles loaded or stored
+    device: torch.device
+    accumulator: str = "float32"  # dtype name the column partials accumulate in
+    #: Bytes of [M, N] inputs the row reduction reads with a stride along the row (a
+    #: transposed operand): their loads are not coalesced, in the fused kernel as in
+    #: Inductor's own row kernel.
+    strided_bytes: int = 0
+
+    def to_record(self) -> dict[str, object]:
+        """The fields as plain values (the device as its type), for tables and data."""
+        out = dataclasses.asdict(self)
+        out["device"] = self.device.type
+        return out
+
+    @property
+    def accumulator_bytes(self) -> int:
+        """Bytes of one partial (one column of one column reduction)."""
+        return getattr(torch, self.accumulator).itemsize
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalizeBlock:
+    """Tile of the final step: `columns` outputs per program, `rows` workspace rows per
+    fold, and its warps."""
+
+    columns: int
+    rows: int
+    num_warps: int
+
+    def programs(self, N: int) -> int:
+        return -(-N // self.columns)
+
+
+Config = tuple[tuple[str, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """Everything codegen needs to emit and launch one fused kernel."""
+
+    target: str
+    programs: int  # grid size; also the workspace row count
+    block_m: int  # rows per loop iteration (XBLOCK)
+    r0_block: int  # padded row length (power of two), or the column tile when tiled
+    num_warps: int
+    num_stages: int
+    row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
+    extra: tuple[tuple[str, Any], ...] = ()
+    #: Row longer than one tile: the row reduction loops over column tiles (two passes).
+    column_tiled: bool = False
+    #: Column-tiled only: >0 unrolls the row walk into this many static column tiles, each
+    #: with its own partials in registers (the workspace is written once, any combine);
+    #: 0 loops over the tiles at run time, adding sums into the workspace per tile.
+    register_tiles: int = 0
+    #: Alternative launch configs ({XBLOCK <= block_m, num_warps, num_stages} as item
+    #: tuples) that Inductor's autotuner times on first launch; empty: the one config above.
+    configs: tuple[Config, ...] = ()
+    #: Load the next row block into fresh registers while the current one is computed.
+    prefetch: bool = False
+    #: >0: each iteration hints the row block this many steps ahead into L2; 0: no hint.
+    l2_prefetch: int = 0
+    #: Share of a second-pass (column-tiled) L2 hint's lines kept as evict_last (0: plain).
+    l2_keep_fraction: float = 0.0
+    #: The final step is launched early (programmatic dependent launch).
+    final_step_pdl: bool = False
+    #: With several configs: how many more waves than the fewest any config needs a config
+    #: may run the grid in; the autotuner does not time the others. None: no such limit.
+    max_extra_waves: int | None = None
+    #: The generated final step's tile; None: the ATen final step.
+    final_step: FinalizeBlock | None = None
+    #: dtype name of the partial accumulators, the workspace and the final step's fold.
+    accumulator: str = "float32"
+    #: Column-tiled rows: each row-sum term folds this many adjacent columns before it
+    #: joins its accumulator (1: Inductor's accumulators as they are).
+    row_sum_chunk: int = 1
+    #: Column-tiled rows: output stores carry the streaming cache hint.
+    stream_stores: bool = False
+    #: Register-tiled rows: the [M, N] row loads drop Inductor's evict_last.
+    unpin_row_loads: bool = False
+
+    @property
+    def accumulator_dtype(self) -> torch.dtype:
+        return getattr(torch, self.accumulator)
+
+    @property
+    def looped_column_tiles(self) -> bool:
+        """Column tiles walked by a run-time loop: partials are added into a zeroed
+        workspace per tile, so only sums, and no timing runs of alternative configs."""
+        return self.column_tiled and not self.register_tiles
+
+    @property
+    def final_step_warps(self) -> int:
+        return self.final_step.num_warps if self.final_step is not None else 0
+
+    def rows_per_program(self, M: int) -> int:
+        blocks = -(-M // self.block_m)
+        return -(-blocks // self.programs) * self.block_m
+
+    def to_meta(self) -> dict[str, Any]:
+        """A plain dict (written into the kernel's inductor_meta by repr)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> LaunchPlan:
+        """The plan a kernel's inductor_meta carries (the inverse of `to_meta`)."""
+        fields = dict(meta)
+        block = fields.get("final_step")
+        if isinstance(block, Mapping):
+            fields["final_step"] = FinalizeBlock(**block)
+        fields["configs"] = tuple(tuple(tuple(item) for item in c)
+                                  for c in fields.get("configs", ()))
+        fields["extra"] = tuple(tuple(item) for item in fields.get("extra", ()))
+        return cls(**fields)

@@ -1,0 +1,126 @@
+"""The house rules of the package, checked: no import circle over two modules, planning
+inputs are values (tuning knobs change the cache key; nothing patches the device), and the
+plan survives its trip through a kernel's inductor_meta."""
+
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+import torch
+
+import inductor_ext
+from inductor_ext.plan import (
+    AscendTuning,
+    CudaTuning,
+    DeviceInfo,
+    FinalizeBlock,
+    LaunchPlan,
+    PlanOptions,
+    ShapeInfo,
+    assume_device,
+)
+from inductor_ext.plan import cuda as cuda_plan
+from inductor_ext.plan import tuning as tuning_mod
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of a directed graph."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            out.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_over_two_modules():
+    """Every import counts, also the ones inside functions (grimp reads them all)."""
+    grimp = pytest.importorskip("grimp")
+    built = grimp.build_graph("inductor_ext", include_external_packages=False)
+    graph = {m: set(built.find_modules_directly_imported_by(m)) for m in built.modules}
+    circles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 2]
+    assert circles == []
+
+
+@pytest.mark.parametrize("target,cls", [("cuda", CudaTuning), ("ascend", AscendTuning)])
+def test_every_tuning_knob_changes_the_cache_key(target, cls):
+    p = inductor_ext.MixOrderPass()
+    base = p.uuid()
+    for field in dataclasses.fields(cls):
+        default = getattr(cls(), field.name)
+        other = (not default if isinstance(default, bool)
+                 else default + 1 if isinstance(default, (int, float))
+                 else default + "_other")
+        with inductor_ext.config.patch(tuning={target: {field.name: other}}):
+            assert p.uuid() != base, field.name
+    with assume_device(DeviceInfo(type="cpu", cores=3, interpreted=True)):
+        assert p.uuid() != base  # an assumed device too
+    assert p.uuid() == base
+
+
+def test_bad_tuning_is_named():
+    for bad, message in [({"tpu": {}}, "unknown target 'tpu'"),
+                         ({"cuda": {"no_knob": 1}}, "unknown knob 'no_knob'"),
+                         ({"cuda": {"register_tile": 1.5}}, "must be a int"),
+                         ({"cuda": {"balance_rows": 1}}, "must be a bool"),
+                         ([1], "must be a dict")]:
+        with inductor_ext.config.patch(tuning=bad), pytest.raises(ValueError, match=message):
+            inductor_ext.config.validate()
+    assert tuning_mod.make("cuda", {"load_round_trip_s": 2}).load_round_trip_s == 2
+
+
+def test_the_plan_round_trips_through_kernel_metadata():
+    shape = ShapeInfo(M_hint=4096, M_static=True, N=4096, num_columns=2, elem_bytes=2,
+                      shared_bytes=1 << 25, total_bytes=1 << 26, unfused_bytes=1 << 27,
+                      row_elem_bytes=6, device=torch.device("cuda"))
+    h100 = DeviceInfo(type="cuda", cores=132, l2_bytes=50 * 2**20, capability=(9, 0))
+    plan = cuda_plan.plan(shape, h100, CudaTuning(), PlanOptions())
+    assert plan.configs and isinstance(plan.final_step, FinalizeBlock)
+    meta = eval(repr(plan.to_meta()))  # as the generated kernel module reads it back
+    assert LaunchPlan.from_meta(meta) == plan
+
+
+def _setattr_targets(path: pathlib.Path) -> list[str]:
+    """First arguments of every `*.setattr(...)` call in a file, as source text."""
+    tree = ast.parse(path.read_text())
+    return [ast.unparse(node.args[0]) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "setattr" and node.args]
+
+
+def test_no_test_or_bench_patches_a_flavor_or_a_device_query():
+    """Knobs go through `inductor_ext.config.tuning`, devices through `DeviceInfo` /
+    `assume_device`: patching class attributes or queries would bypass the cache key."""
+    forbidden = {"CudaFlavor", "AscendFlavor", "cuda", "ascend", "device", "compat",
+                 "type(flavor)"}
+    offenders = [f"{path.name}: setattr({target}, ...)"
+                 for folder in ("tests", "bench") for path in sorted((ROOT / folder).glob("*.py"))
+                 for target in _setattr_targets(path) if target in forbidden]
+    assert offenders == []
