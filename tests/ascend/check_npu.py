@@ -33,6 +33,7 @@ import csv
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +58,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NS = (128, 768, 4096, 8192, 16384)
 SOCS = ("910B3", "950")
 MODELS = ("llama", "gpt2")
+#: SoCs the models run on (each model compile takes a minute in the emulation).
+MODEL_SOCS = ("910B3",)
 #: Norm backwards each model must fuse (Llama: 2 RMSNorms per layer + the final one, one
 #: may be declined; GPT-2: 2 LayerNorms per layer + ln_f).
 MODEL_MIN_FUSED = {"llama": 4, "gpt2": 5}
@@ -70,16 +73,37 @@ class Kernel:
 
     case: str
     soc: str
-    src: str
-    signature: dict[str, str]
     configs: list[dict[str, Any]]
     plan: dict[str, Any]
     partials: int
+    src: str = ""
+    signature: dict[str, str] = dataclasses.field(default_factory=dict)
     numerics: bool = False
     lowered: bool = False
-    planned: list[Any] = dataclasses.field(default_factory=list)  # futures of UbPlan
+    #: Per config: bishengir's plan ({"high_water", "overflow_bits", "error"}).
+    plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     estimates: list[int] = dataclasses.field(default_factory=list)
     error: str = ""
+    futures: list[Any] = dataclasses.field(default_factory=list, repr=False)
+
+    def resolve(self) -> None:
+        """Wait for bishengir and keep its answers."""
+        for future in self.futures:
+            result = future.result()
+            self.plans.append({"high_water": result.high_water,
+                               "overflow_bits": result.overflow_bits, "error": result.error})
+        self.futures = []
+
+    def planned_ok(self, i: int) -> bool:
+        p = self.plans[i]
+        return (p["high_water"] is not None and p["overflow_bits"] is None and not p["error"]
+                and p["high_water"] <= ub_plan.UB_BYTES[self.soc])
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key in ("src", "signature", "futures"):
+            out.pop(key)
+        return out
 
     @property
     def family(self) -> str:
@@ -183,7 +207,7 @@ def capture(into: list[dict[str, Any]]):
         name = original(self, scheduling, src_code, node_schedule, kernel)
         into.append({"src": src_code, "signature": dict(kernel.triton_meta["signature"]),
                      "configs": kernel.launch_configs(),
-                     "plan": dataclasses.asdict(kernel.plan), "partials": len(kernel.partials)})
+                     "plan": kernel.plan.to_meta(), "partials": len(kernel.partials)})
         return name
 
     npu_kernel.NpuKernelAdapter.define_kernel = define_kernel
@@ -218,7 +242,7 @@ def lower_and_plan(kernel: Kernel, pool: concurrent.futures.Executor, workdir: s
     for i, cfg in enumerate(kernel.configs):
         constants = {k: v for k, v in cfg.items() if k in constexprs}
         path = linalg_by_block[tuple(sorted(constants.items()))]
-        kernel.planned.append(pool.submit(ub_plan.plan, path, kernel.soc,
+        kernel.futures.append(pool.submit(ub_plan.plan, path, kernel.soc,
                                           bool(cfg["multibuffer"]),
                                           os.path.join(workdir, f"plan{i}")))
         kernel.estimates.append(npu_ub.estimate(kernel.layout(cfg)))
@@ -230,12 +254,15 @@ def make_kernel(case: str, soc: str, record: dict[str, Any]) -> Kernel:
 
 
 def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str, ...],
-            pool: concurrent.futures.Executor, workdir: str,
-            log: Any) -> tuple[list[Kernel], list[str]]:
-    """Every case and model on one emulated SoC; (kernels, failures that are no kernel)."""
+            workers: int, workdir: str, log: Any,
+            control: bool) -> tuple[list[Kernel], list[str], Kernel | None]:
+    """Every case (and model) on one emulated SoC, then the negative control when asked;
+    (kernels, failures that are no kernel, control)."""
     kernels: list[Kernel] = []
     failures: list[str] = []
-    with emu.npu_emulation(soc=soc), \
+    negative = None
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool, \
+            emu.npu_emulation(soc=soc), \
             torch._inductor.config.patch(inductor_ext.options()), \
             inductor_ext.config.patch(always_fuse=True):
         jobs: list[tuple[str, Any]] = [(f"{op}-{d}-N{n}-M{m}", (op, d, n, m))
@@ -271,24 +298,27 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                     traceback.print_exc(limit=4, file=sys.stderr)
                     kernel.error = kernel.error or f"lowering: {type(exc).__name__}: {exc}"
                 kernels.append(kernel)
-    return kernels, failures
+        if control:
+            negative = negative_control(pool, workdir, soc)
+        log(f"  {soc}: waiting for bishengir-compile")
+        for kernel in [*kernels, *([negative] if negative else [])]:
+            kernel.resolve()
+    torch._dynamo.reset()
+    return kernels, failures, negative
 
 
-def negative_control(pool: concurrent.futures.Executor, workdir: str) -> Kernel:
-    """RMSNorm fp32 N=768 planned with a UB budget 16x the 910B3's: bishengir must
-    report the tile as overflow."""
-    budget = NEGATIVE_UB_FACTOR * ub_plan.UB_BYTES["910B3"]
-    with emu.npu_emulation(soc="910B3"), \
-            torch._inductor.config.patch(inductor_ext.options()), \
-            inductor_ext.config.patch(always_fuse=True, ascend_ub_bytes=budget):
+def negative_control(pool: concurrent.futures.Executor, workdir: str, soc: str) -> Kernel:
+    """RMSNorm fp32 N=768 planned with a UB budget 16x the SoC's: bishengir must report the
+    tile as overflow."""
+    budget = NEGATIVE_UB_FACTOR * ub_plan.UB_BYTES[soc]
+    with inductor_ext.config.patch(ascend_ub_bytes=budget):
         torch._dynamo.reset()
         records: list[dict[str, Any]] = []
         with capture(records):
             run_norm("rms", "fp32", 768, 64)
-        kernel = make_kernel("negative-control", "910B3", records[0])
-        kernel.configs = kernel.configs[:1]
-        lower_and_plan(kernel, pool, tempfile.mkdtemp(prefix="negative-", dir=workdir))
-    torch._dynamo.reset()
+    kernel = make_kernel("negative-control", soc, records[0])
+    kernel.configs = kernel.configs[:1]
+    lower_and_plan(kernel, pool, tempfile.mkdtemp(prefix="negative-", dir=workdir))
     return kernel
 
 
@@ -300,13 +330,18 @@ def negative_control(pool: concurrent.futures.Executor, workdir: str) -> Kernel:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
-                    help="parallel bishengir-compile runs")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="parallel bishengir-compile runs per SoC")
     ap.add_argument("--socs", default=",".join(SOCS))
+    ap.add_argument("--serial", action="store_true",
+                    help="the SoCs one after the other in this process (default: one "
+                         "process per SoC, side by side)")
     ap.add_argument("--quick", action="store_true", help="a few cases, no models")
     ap.add_argument("--only", help="cases (and models) whose name contains this")
     ap.add_argument("--csv", help="write every planned config here")
-    ap.add_argument("--calibration", help="write the UB calibration table here")
+    ap.add_argument("--calibration", help="refit the UB calibration table in this file")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # results file of one SoC's process
+    ap.add_argument("--no-control", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     reason = emu.emulation_unavailable_reason()
     if reason:
@@ -329,17 +364,25 @@ def main() -> int:
     def log(line: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f} s]{line}", flush=True)
 
-    kernels: list[Kernel] = []
-    failures: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+    def run(soc: str) -> tuple[list[Kernel], list[str], Kernel | None]:
+        return run_soc(soc, cases, models if soc in MODEL_SOCS else (), args.workers,
+                       workdir, log, control=soc == socs[0] and not args.no_control)
+
+    if args.worker:
+        kernels, failures, control = run(socs[0])
+        with open(args.worker, "w") as f:
+            json.dump({"kernels": [k.to_json() for k in kernels], "failures": failures,
+                       "control": control.to_json() if control else None}, f)
+        return 0
+    kernels, failures, controls = [], [], []
+    if args.serial or len(socs) == 1:
         for soc in socs:
-            got, failed = run_soc(soc, cases, models, pool, workdir, log)
-            kernels += got
-            failures += failed
-        control = negative_control(pool, workdir)
-        log(" waiting for bishengir-compile")
-        rows = report(kernels, control, failures)
-    if args.csv:
+            got, failed, control = run(soc)
+            kernels, failures, controls = kernels + got, failures + failed, controls + [control]
+    else:
+        kernels, failures, controls = _run_side_by_side(socs, workdir)
+    rows = report(kernels, next((c for c in controls if c), None), failures)
+    if args.csv and rows:
         write_csv(args.csv, rows)
     if args.calibration:
         write_calibration(args.calibration, rows)
@@ -349,50 +392,76 @@ def main() -> int:
     return print_summary(kernels, failures)
 
 
-def report(kernels: list[Kernel], control: Kernel, failures: list[str]) -> list[dict]:
+def _run_side_by_side(socs: list[str], workdir: str
+                      ) -> tuple[list[Kernel], list[str], list[Kernel | None]]:
+    """One worker process per SoC (an emulation session each, on the machine's cores);
+    the first SoC's also runs the negative control."""
+    passthrough = [a for a in sys.argv[1:] if a.split("=")[0] not in
+                   ("--socs", "--csv", "--calibration", "--serial")]
+    procs = []
+    for soc in socs:
+        path = os.path.join(workdir, f"{soc}.json")
+        cmd = [sys.executable, os.path.abspath(__file__), *passthrough, "--socs", soc,
+               "--worker", path, *([] if soc == socs[0] else ["--no-control"])]
+        procs.append((soc, path, subprocess.Popen(cmd)))
+    kernels: list[Kernel] = []
+    failures: list[str] = []
+    controls: list[Kernel | None] = []
+    for soc, path, proc in procs:
+        if proc.wait() != 0 or not os.path.isfile(path):
+            failures.append(f"{soc}: worker exited {proc.returncode}")
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        kernels += [Kernel(**k) for k in data["kernels"]]
+        failures += data["failures"]
+        controls.append(Kernel(**data["control"]) if data["control"] else None)
+    return kernels, failures, controls
+
+
+def report(kernels: list[Kernel], control: Kernel | None, failures: list[str]) -> list[dict]:
     rows = []
     by_case: dict[str, dict[str, Kernel]] = {}
     for k in kernels:
         by_case.setdefault(k.case, {})[k.soc] = k
-        for cfg, future, estimate in zip(k.configs, k.planned, k.estimates):
-            result = future.result()
-            rows.append({"case": k.case, "soc": k.soc, "family": k.layout(cfg).family,
+        for i, (cfg, plan, estimate) in enumerate(zip(k.configs, k.plans, k.estimates)):
+            layout = k.layout(cfg)
+            rows.append({"case": k.case, "soc": k.soc, "family": layout.family,
                          "kind": k.kind, "config": json.dumps(cfg, sort_keys=True),
-                         "layout": json.dumps(dataclasses.asdict(k.layout(cfg))),
-                         "raw_estimate": npu_ub.raw_estimate(k.layout(cfg)),
-                         "estimate": estimate, "planned": result.high_water,
-                         "overflow_bits": result.overflow_bits,
-                         "ub_bytes": ub_plan.UB_BYTES[k.soc], "error": result.error})
-            if not result.ok or result.high_water > ub_plan.UB_BYTES[k.soc]:
-                what = (f"overflow ({result.overflow_bits} bits)" if result.overflow
-                        else result.error or f"{result.high_water} B > UB")
+                         "layout": json.dumps(dataclasses.asdict(layout)),
+                         "raw_estimate": npu_ub.raw_estimate(layout), "estimate": estimate,
+                         "planned": plan["high_water"], "overflow_bits": plan["overflow_bits"],
+                         "ub_bytes": ub_plan.UB_BYTES[k.soc], "error": plan["error"]})
+            if not k.planned_ok(i):
+                what = (f"overflow (requires {plan['overflow_bits'] // 8} B)"
+                        if plan["overflow_bits"] else plan["error"]
+                        or f"{plan['high_water']} B > UB")
                 k.error = k.error or f"ub plan {cfg}: {what}"
     print(f"{'case':28s} {'kernel':13s} {'family':8s} " +
-          " ".join(f"{s + ' UB (planned/est/budget)':>34s}" for s in SOCS))
+          " ".join(f"{s + ' UB B (planned/est/UB)':>31s}" for s in SOCS))
     for case, per_soc in by_case.items():
         first = next(iter(per_soc.values()))
         cells = []
         for soc in SOCS:
             k = per_soc.get(soc)
             if k is None:
-                cells.append(f"{'-':>34s}")
+                cells.append(f"{'-':>31s}")
                 continue
-            plans = [f.result() for f in k.planned]
-            top = max((p.high_water or 0 for p in plans), default=0)
+            top = max((p["high_water"] or 0 for p in k.plans), default=0)
             est = max(k.estimates, default=0)
-            cells.append(f"{top:>9d}/{est:>9d}/{ub_plan.UB_BYTES[soc]:>6d}"
-                         f"{' ok' if not k.error else ' !!':>4s}    ")
+            cells.append(f"{top:>8d}/{est:>8d}/{ub_plan.UB_BYTES[soc]:>6d}"
+                         f"{' ok' if not k.error else ' !!':>4s}  ")
         print(f"{case:28s} {first.kind:13s} {first.family:8s} " + " ".join(cells))
         for k in per_soc.values():
             if k.error:
                 print(f"FAIL {k.soc} {k.case}: {k.error}")
-    result = control.planned[0].result() if control.planned else None
-    if result is not None and result.overflow:
-        print(f"negative control ({NEGATIVE_UB_FACTOR}x UB budget, "
+    plan = control.plans[0] if control and control.plans else None
+    if plan and plan["overflow_bits"]:
+        print(f"negative control ({NEGATIVE_UB_FACTOR}x UB budget, {control.soc}, "
               f"{control.configs[0]}): overflow reported by bishengir, requires "
-              f"{result.overflow_bits // 8} B > {ub_plan.UB_BYTES['910B3']} B")
+              f"{plan['overflow_bits'] // 8} B > {ub_plan.UB_BYTES[control.soc]} B")
     else:
-        failures.append(f"negative control not reported as overflow: {result}")
+        failures.append(f"negative control not reported as overflow: {plan}")
     for failure in failures:
         print(f"FAIL {failure}")
     return rows
@@ -402,8 +471,7 @@ def print_summary(kernels: list[Kernel], failures: list[str]) -> int:
     fused = len(kernels)
     numerics = sum(k.numerics for k in kernels)
     lowered = sum(k.lowered for k in kernels)
-    planned = sum(bool(k.planned) and all(f.result().ok and f.result().high_water
-                                          <= ub_plan.UB_BYTES[k.soc] for f in k.planned)
+    planned = sum(bool(k.plans) and all(k.planned_ok(i) for i in range(len(k.plans)))
                   for k in kernels)
     failed = sum(bool(k.error) for k in kernels) + len(failures)
     print(f"npu: {fused} fused through torch_npu, {numerics} numerics ok, {lowered} lowered, "

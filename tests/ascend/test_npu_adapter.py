@@ -210,8 +210,8 @@ def test_float64_declined_with_reason(kernels):
 
 @pytest.mark.parametrize("stage", ["add_partial", "after_define_kernel", "make_kernel"])
 def test_codegen_failure_falls_back_to_torch_npu_kernels(kernels, monkeypatch, stage):
+    from inductor_ext import diagnostics
     from inductor_ext.backends import npu_kernel
-    from inductor_ext.scheduler import hook
 
     if stage == "add_partial":
         monkeypatch.setattr(npu_kernel.NpuMixOrderKernelMixin, "add_partial", boom)
@@ -225,7 +225,7 @@ def test_codegen_failure_falls_back_to_torch_npu_kernels(kernels, monkeypatch, s
             raise RuntimeError("injected failure")
 
         monkeypatch.setattr(npu_kernel.NpuKernelAdapter, "define_kernel", define_then_fail)
-    monkeypatch.setattr(hook, "_warned", set())
+    monkeypatch.setattr(diagnostics, "warned", set())
     with plugin_on():
         check_grads("ln", 64, 256)
     assert inductor_ext.metrics.mix_order_kernels == 0
