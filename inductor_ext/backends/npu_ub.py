@@ -96,12 +96,15 @@ def calibration() -> dict[str, dict[str, Any]]:
 
 
 def coefficients(layout: Layout) -> tuple[float, float]:
-    """(a, b) for the layout's family; unmeasured: the SoC's largest of each, else 1."""
+    """(a, b) for the layout's family; unmeasured: the largest of each over the SoC's
+    families measured at two row lengths or more (at a single short row the vector term
+    also soaks up fixed overheads, which would make b meaningless elsewhere), else 1."""
     table = calibration()
     entry = table.get(layout.family)
     if entry is not None:
         return float(entry["tile"]), float(entry["vector"])
-    same_soc = [e for key, e in table.items() if key.startswith(f"{layout.soc}-")]
+    same_soc = [e for key, e in table.items() if key.startswith(f"{layout.soc}-")
+                and len({p["layout"]["cols"] for p in e["points"]}) >= 2]
     if not same_soc:
         return 1.0, 1.0
     return (max(1.0, *(float(e["tile"]) for e in same_soc)),

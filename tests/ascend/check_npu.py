@@ -380,7 +380,7 @@ def main() -> int:
             got, failed, control = run(soc)
             kernels, failures, controls = kernels + got, failures + failed, controls + [control]
     else:
-        kernels, failures, controls = _run_side_by_side(socs, workdir)
+        kernels, failures, controls = _run_side_by_side(socs, workdir, args)
     rows = report(kernels, next((c for c in controls if c), None), failures)
     if args.csv and rows:
         write_csv(args.csv, rows)
@@ -392,12 +392,12 @@ def main() -> int:
     return print_summary(kernels, failures)
 
 
-def _run_side_by_side(socs: list[str], workdir: str
+def _run_side_by_side(socs: list[str], workdir: str, args: argparse.Namespace
                       ) -> tuple[list[Kernel], list[str], list[Kernel | None]]:
     """One worker process per SoC (an emulation session each, on the machine's cores);
     the first SoC's also runs the negative control."""
-    passthrough = [a for a in sys.argv[1:] if a.split("=")[0] not in
-                   ("--socs", "--csv", "--calibration", "--serial")]
+    passthrough = ["--workers", str(args.workers), *(["--quick"] if args.quick else []),
+                   *(["--only", args.only] if args.only else [])]
     procs = []
     for soc in socs:
         path = os.path.join(workdir, f"{soc}.json")
