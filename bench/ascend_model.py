@@ -1,8 +1,16 @@
-"""Ascend roofline model for the bench shapes: bytes moved, roofline time at a given HBM
-bandwidth and core count, and the Unified Buffer footprint of the tiles the Ascend flavor
-chooses. No NPU needed: this is the plan the flavor would make, priced at the roofline.
+"""Ascend roofline model for the bench shapes: the plan of the fused kernel built on
+torch_npu's NPUIndexTritonKernel (rows per block, column tile, multibuffer), its Unified
+Buffer footprint, the bytes moved and the roofline time at a given HBM bandwidth and core
+count. No NPU needed: this is the plan the Ascend flavor would make, priced at the roofline.
 
-    python bench/ascend_model.py [--hbm-tbps 1.6] [--cores 40] [--ub-kib 192]
+UB columns: `est` is our estimate, scaled by the calibration table
+(inductor_ext/backends/npu_ub_calibration.json, from bishengir's plans); `planned` is
+bishengir-compile's own plan of the generated kernel (the high-water of its UB offsets),
+with `--plan-ub`, which needs the venv of tests/ascend/setup_npu_venv.sh: each (op, N,
+dtype) is then compiled through the emulated torch_npu backend (M = 256 rows: the tile
+does not depend on M once M exceeds 64 rows), lowered with triton-ascend and planned.
+
+    python bench/ascend_model.py [--hbm-tbps 1.6] [--cores 40] [--soc 910B3|950] [--plan-ub]
 """
 
 from __future__ import annotations
@@ -10,10 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+import inductor_ext  # noqa: E402
+from inductor_ext.backends import npu_ub  # noqa: E402
 from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
 from inductor_ext.plan import ascend as ascend_plan  # noqa: E402
 
@@ -22,6 +34,9 @@ SHAPES = [(32768, 4096, "bf16"), (65536, 1024, "bf16"), (16384, 8192, "bf16"),
           (8192, 16384, "bf16"), (576000, 384, "fp32"), (32768, 768, "fp32"),
           (4096, 4096, "bf16"), (262144, 128, "bf16")]
 ES = {"bf16": 2, "fp16": 2, "fp32": 4}
+UB_KIB = {"910B3": 192, "950": 256}
+#: Rows compiled for --plan-ub (tiles stop depending on M past 64 rows).
+PLAN_ROWS = 256
 
 
 def min_bytes(op: str, M: int, N: int, es: int) -> int:
@@ -33,10 +48,43 @@ def min_bytes(op: str, M: int, N: int, es: int) -> int:
 def shape_info(op: str, M: int, N: int, es: int) -> ShapeInfo:
     columns = 1 if op == "rms" else 2
     total = min_bytes(op, M, N, es)
+    # x and dy read, dx written: the [M, N] tiles the row loop holds.
     return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns, elem_bytes=es,
                      shared_bytes=2 * M * N * es, total_bytes=total,
                      unfused_bytes=total + 2 * M * N * es, row_elem_bytes=3 * es,
                      device=torch.device("cpu"))
+
+
+def planned_ub(soc: str, cases: list[tuple[str, int, str]]) -> dict[tuple, int | str]:
+    """(op, N, dtype) -> bishengir's planned UB bytes of the plan's first config (or why
+    not), through the emulated torch_npu backend; needs the npu venv."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    sys.path.insert(0, os.path.join(ROOT, "tests", "ascend"))
+    import concurrent.futures
+
+    import check_npu  # tests/ascend: capture, lower, plan
+
+    out: dict[tuple, int | str] = {}
+    workdir = tempfile.mkdtemp(prefix="ascend_model_")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool, \
+            check_npu.emu.npu_emulation(soc=soc), \
+            torch._inductor.config.patch(inductor_ext.options()), \
+            inductor_ext.config.patch(always_fuse=True):
+        for op, N, dt in cases:
+            torch._dynamo.reset()
+            records: list = []
+            with check_npu.capture(records):
+                check_npu.run_norm(op, dt, N, PLAN_ROWS)
+            if not records:
+                out[(op, N, dt)] = "not fused"
+                continue
+            kernel = check_npu.make_kernel(f"{op}-{N}", soc, records[0])
+            kernel.configs = kernel.configs[:1]
+            check_npu.lower_and_plan(kernel, pool, tempfile.mkdtemp(dir=workdir))
+            result = kernel.planned[0].result()
+            out[(op, N, dt)] = result.high_water if result.ok else \
+                (f"overflow {result.overflow_bits // 8}" if result.overflow else result.error)
+    return out
 
 
 def main() -> None:
@@ -44,36 +92,45 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hbm-tbps", type=float, default=1.6)
     ap.add_argument("--cores", type=int, default=40)
-    ap.add_argument("--ub-kib", type=int, default=192)
+    ap.add_argument("--soc", choices=sorted(UB_KIB), default="910B3")
+    ap.add_argument("--plan-ub", action="store_true",
+                    help="also bishengir's plan of each kernel (npu venv only)")
     args = ap.parse_args()
-    tuning = AscendTuning()
-    options = PlanOptions(ascend_vector_cores=args.cores, ascend_ub_bytes=args.ub_kib * 1024)
-    device = DeviceInfo(type="npu", cores=args.cores, ub_bytes=args.ub_kib * 1024)
-    print(f"HBM {args.hbm_tbps} TB/s, {args.cores} vector cores, UB {args.ub_kib} KiB "
-          "(half usable with double buffering)")
-    print(f"{'op':4s} {'M x N':>13s} {'dtype':5s} {'BLOCK_M':>7s} {'UB B':>7s} "
-          f"{'fused MB':>9s} {'unfused MB':>10s} {'roof us':>8s} {'unfused roof':>12s}  note")
+    ub = UB_KIB[args.soc] * 1024
+    planned: dict[tuple, int | str] = {}
+    if args.plan_ub:
+        planned = planned_ub(args.soc, sorted({(op, N, dt) for _, N, dt in SHAPES
+                                               for op in ("rms", "ln")}))
+    # The fused kernel on torch_npu's class, on this SoC (what the hook plans there).
+    device = DeviceInfo(type="npu", cores=args.cores, ub_bytes=ub, npu_backend="torch_npu",
+                        ascend950=args.soc == "950")
+    tuning, options = AscendTuning(), PlanOptions()
+    print(f"{args.soc}: HBM {args.hbm_tbps} TB/s, {args.cores} vector cores, UB {ub} B; "
+          f"UB estimates calibrated to bishengir ({len(npu_ub.calibration())} families)")
+    print(f"{'op':4s} {'M x N':>13s} {'dtype':5s} {'kernel':9s} {'BLOCK_M':>7s} "
+          f"{'cols':>5s} {'mb':>2s} {'est UB':>7s} {'planned':>8s} {'fused MB':>9s} "
+          f"{'unfused MB':>10s} {'roof us':>8s} {'unfused':>8s}")
     for M, N, dt in SHAPES:
         for op in ("rms", "ln"):
             es = ES[dt]
             shape = shape_info(op, M, N, es)
-            ok, why = ascend_plan.fits(shape, device, tuning, options)
             unfused_us = shape.unfused_bytes / (args.hbm_tbps * 1e12) * 1e6
+            ok, why = ascend_plan.fits(shape, device, tuning, options)
             if not ok:
-                row_bytes = (ascend_plan.padded_row(shape, tuning)
-                             * ascend_plan.tile_bytes_per_elem(shape, tuning))
-                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {'-':>7s} "
-                      f"{row_bytes:>7d} "
-                      f"{'-':>9s} {shape.unfused_bytes / 1e6:>10.1f} {'-':>8s} "
-                      f"{unfused_us:>12.1f}  declined: {why}")
+                print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} declined: {why}")
                 continue
             plan = ascend_plan.plan(shape, device, tuning, options)
+            first = dict(plan.configs[0])
             ws = plan.programs * shape.num_columns * N * 4
             fused = shape.total_bytes + 2 * ws
             roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
-            print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {plan.block_m:>7d} "
-                  f"{dict(plan.extra)['ub_bytes']:>7d} {fused / 1e6:>9.1f} "
-                  f"{shape.unfused_bytes / 1e6:>10.1f} {roof_us:>8.1f} {unfused_us:>12.1f}")
+            kind = "tiled" if plan.column_tiled else "persist"
+            top = planned.get((op, N, dt), "-")
+            print(f"{op:4s} {M:>7d}x{N:<5d} {dt:5s} {kind:9s} {plan.block_m:>7d} "
+                  f"{plan.r0_block:>5d} {int(first['multibuffer']):>2d} "
+                  f"{dict(plan.extra)['ub_bytes']:>7d} {top!s:>8s} "
+                  f"{fused / 1e6:>9.1f} {shape.unfused_bytes / 1e6:>10.1f} "
+                  f"{roof_us:>8.1f} {unfused_us:>8.1f}")
 
 
 if __name__ == "__main__":

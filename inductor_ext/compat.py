@@ -13,13 +13,17 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor.codegen import triton as triton_codegen
+from torch._inductor.codegen.common import ArgName
 from torch._inductor.codegen.simd import DisableReduction, EnableReduction
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.custom_graph_pass import get_hash_for_files
+from torch._inductor.dependencies import index_vars_no_squeeze
+from torch._inductor.loop_body import LoopBody
 from torch._inductor.ops_handler import WrapperHandler
 from torch._inductor.optimize_indexing import indexing_dtype_strength_reduction
 from torch._inductor.runtime.hints import DeviceProperties
@@ -32,6 +36,7 @@ from torch._inductor.scheduler import (
 from torch._inductor.sizevars import SimplifyIndexing
 from torch._inductor.utils import Placeholder, _type_of, triton_type
 from torch._inductor.virtualized import V
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from .logs import log
 
@@ -87,13 +92,17 @@ TritonScheduling = triton_codegen.TritonScheduling
 FixedTritonConfig = triton_codegen.FixedTritonConfig
 
 __all__ = [
+    "ArgName",
     "BaseSchedulerNode",
     "CustomSchedulerPass",
     "DeviceProperties",
     "DisableReduction",
     "EnableReduction",
     "FixedTritonConfig",
+    "FloorDiv",
     "FusedSchedulerNode",
+    "LoopBody",
+    "ModularIndexing",
     "Placeholder",
     "SIMDKernelFeatures",
     "Scheduler",
@@ -103,6 +112,7 @@ __all__ = [
     "V",
     "WrapperHandler",
     "get_hash_for_files",
+    "index_vars_no_squeeze",
     "ir",
     "triton_type",
 ]
@@ -311,6 +321,46 @@ def reduction_type_of(snode: SchedulerNode) -> str | None:
     return None
 
 
+def reduction_hint_name(snode: SchedulerNode) -> str:
+    """Inductor's ReductionHint name of a reduction node ('' if none).
+
+    torch_npu's `Reduction.num_splits` calls every reduction that is not a full one
+    DEFAULT, which leaves the matcher no way to tell a row reduction over contiguous
+    elements from a column reduction. For nodes grouped by torch_npu (NumelList groups)
+    the hint is read back from the loads as upstream means it: INNER when some load is
+    contiguous along the reduction, OUTER when along the iteration instead."""
+    hint = getattr(getattr(getattr(snode, "node", None), "data", None), "reduction_hint", None)
+    name = getattr(hint, "name", "")
+    group = getattr(snode, "group", None)
+    vendor_grouped = bool(group) and len(group) == 2 and any(
+        callable(getattr(v, "numels", None)) for v in group[1])
+    if name != "DEFAULT" or not vendor_grouped:
+        return name
+    return _hint_from_strides(snode) or name
+
+
+def _hint_from_strides(snode: SchedulerNode) -> str | None:
+    from torch._inductor.loop_body import MemoryUsageType
+
+    body = getattr(snode, "_body", None)
+    if body is None or not body.reduce_vars or not body.iter_vars:
+        return None
+    inner = outer = False
+    for entry in body.memory_usage[MemoryUsageType.LOAD]:
+        index = body.indexing_exprs.get(entry.index_name)
+        if index is None:
+            continue
+        inner |= _stride(index, body.reduce_vars[-1]) == 1
+        outer |= _stride(index, body.iter_vars[-1]) == 1
+    if inner != outer:
+        return "INNER" if inner else "OUTER"
+    return None
+
+
+def _stride(index: sympy.Expr, var: sympy.Symbol) -> Any:
+    return sympy.expand(index).coeff(var, 1) if var in index.free_symbols else 0
+
+
 def scheduler_of(nodes: Sequence[BaseSchedulerNode]) -> Scheduler | None:
     for node in nodes:
         sched = getattr(node, "scheduler", None)
@@ -348,13 +398,40 @@ def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
 
 
 def triton_scheduling_of(backend: Any) -> Any:
-    """The TritonScheduling behind a device backend (CUDA wraps it in a combined one)."""
-    if isinstance(backend, TritonScheduling):
-        return backend
+    """The TritonScheduling behind a device backend. Combined schedulings (CUDA's, and
+    torch_npu's, which also subclasses TritonScheduling itself) delegate Triton kernels to
+    their `_triton_scheduling`, whose kernel class is the one the device really uses."""
     inner = getattr(backend, "_triton_scheduling", None)
     if isinstance(inner, TritonScheduling):
         return inner
+    if isinstance(backend, TritonScheduling):
+        return backend
     return None
+
+
+def simd_numels(group: Any) -> tuple[Any, Any] | None:
+    """(numel, rnumel) of a node's `group` from a SIMD (Triton) scheduling, else None.
+
+    Inductor's Triton scheduling groups by numbers. torch_npu's groups each side as a
+    tuple subclass of sizes with a `numels()` product (NumelList); the C++ backend groups
+    by plain tuples of sizes, which stay unrecognised."""
+    if not group or len(group) != 2 or len(group[1]) != 2:
+        return None
+    out = []
+    for value in group[1]:
+        if isinstance(value, tuple) and callable(getattr(value, "numels", None)):
+            value = value.numels()
+        if not isinstance(value, (int, sympy.Expr)):
+            return None
+        out.append(value)
+    return out[0], out[1]
+
+
+def scheduling_class_for(device_type: str) -> Any:
+    """The scheduling class registered for a device type (None if none is)."""
+    from torch._inductor.codegen.common import get_scheduling_for_device
+
+    return get_scheduling_for_device(device_type)
 
 
 def kernel_path(src_code: str, kernel_name: str) -> str:

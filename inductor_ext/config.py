@@ -32,8 +32,9 @@ max_persistent_n: int = 16384
 #: Ascend flavor: vector-core count used for the grid when torch_npu cannot be asked.
 ascend_vector_cores: Optional[int] = None
 
-#: Ascend flavor: Unified Buffer bytes per core (192 KB on Atlas A2/A3).
-ascend_ub_bytes: int = 192 * 1024
+#: Ascend flavor: Unified Buffer bytes per core. None: what torch_npu reports for the SoC
+#: (192 KiB on Atlas A2/A3, 256 KiB on Ascend950), 192 KiB when torch_npu is not loaded.
+ascend_ub_bytes: Optional[int] = None
 
 #: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
 #: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
@@ -70,8 +71,9 @@ def validate() -> None:
 
     tuning_knobs.validate(mod.tuning)
     ub = mod.ascend_ub_bytes
-    if isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096:
-        raise ValueError(f"inductor_ext.config.ascend_ub_bytes must be an int >= 4096, got {ub!r}")
+    if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096):
+        raise ValueError(
+            f"inductor_ext.config.ascend_ub_bytes must be None or an int >= 4096, got {ub!r}")
 
 
 install_config_module(sys.modules[__name__])

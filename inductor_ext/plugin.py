@@ -31,7 +31,9 @@ class MixOrderPass(CustomSchedulerPass):
         return hook.run(nodes)
 
     def uuid(self) -> Any:
-        sources = tuple(sorted(str(p) for p in _PACKAGE_DIR.rglob("*.py")))
+        # Sources and data (the NPU UB calibration table decides launch plans too).
+        sources = tuple(sorted(str(p) for p in _PACKAGE_DIR.rglob("*")
+                               if p.suffix in (".py", ".json")))
         from .plan import assumed_devices
 
         options = repr((sorted(ext_config.get_config_copy().items()),

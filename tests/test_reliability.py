@@ -46,7 +46,7 @@ STAGES = {
     "match": _replaced(hook, "find_candidates"),
     "launch_config": _failing_planner,
     "convert": _replaced(hook, "convert"),
-    "reorder": _replaced(reorder, "rows_outer_ranges"),
+    "reorder": _replaced(reorder, "rows_first_body"),
     "codegen": _replaced(kernel_mod.MixOrderKernelMixin, "codegen_body"),
 }
 

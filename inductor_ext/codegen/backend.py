@@ -37,10 +37,12 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
 
 
 def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, node: Any) -> None:
-    from .kernel import codegen_mix_order
+    from ..backends import npu_kernel
+    from .kernel import INDUCTOR_ADAPTER, codegen_mix_order
 
     try:
-        codegen_mix_order(triton_sched, node)
+        adapter = npu_kernel.adapter_for(triton_sched) or INDUCTOR_ADAPTER
+        codegen_mix_order(triton_sched, node, adapter)
         return
     except Exception as exc:
         warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "

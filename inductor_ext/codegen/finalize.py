@@ -21,7 +21,7 @@ from ..runtime import autotune
 from .combine import COMBINE, TL_REDUCE
 
 if TYPE_CHECKING:
-    from .kernel import MixOrderKernelMixin
+    from .kernel import KernelAdapter, MixOrderKernelBase
 
 #: Output dtypes the final step writes (a float result of a float accumulation).
 _OUTPUT_DTYPES = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
@@ -38,13 +38,13 @@ def _output_ok(name: str) -> bool:
         return False
 
 
-def source(kernel: MixOrderKernelMixin, main_src: str,
+def source(kernel: MixOrderKernelBase, main_src: str,
            block: FinalizeBlock) -> tuple[str, dict[str, Any]]:
     """(kernel source, triton_meta): the main kernel's module header, then our decorator
     and body."""
     K = len(kernel.partials)
     P = kernel.plan.programs
-    N = int(kernel.numels["r0_"])
+    N = kernel.row_length
     header = main_src.split("@triton_heuristics.")[0].rstrip()
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
     acc_dtype = kernel.plan.accumulator_dtype
@@ -116,17 +116,17 @@ def source(kernel: MixOrderKernelMixin, main_src: str,
     return "\n".join(lines) + "\n", triton_meta
 
 
-def emit(kernel: MixOrderKernelMixin, scheduling: Any, node_schedule: Any,
-         main_src: str) -> Any:
+def emit(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
+         node_schedule: Any, main_src: str) -> Any:
     """Define the final-step kernel; returns a callable that writes its launch, or None
     when the ATen step has to be used."""
     P = kernel.plan.programs
-    N = int(kernel.numels["r0_"])
+    N = kernel.row_length
     block = kernel.plan.final_step
     if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
         return None
     src, triton_meta = source(kernel, main_src, block)
-    name = scheduling.define_kernel(src, node_schedule, kernel)
+    name = adapter.define_kernel(scheduling, src, node_schedule, kernel)
     # Inductor counts a kernel when its Kernel object is built; this one has none.
     inductor_metrics.generated_kernel_count += 1
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]

@@ -68,35 +68,81 @@ class PartialAccumulator:
     acc: str  # accumulator variable name in the kernel
 
 
-class MixOrderKernelMixin:
-    """Mixed into the device scheduling's Triton kernel class (Inductor's TritonKernel, or
-    a vendor subclass such as torch_npu's) so the fused kernel keeps that device's codegen
-    and launcher, with its x (row) axis walked by a loop inside each program."""
+class MixOrderKernelBase:
+    """What every fused kernel carries, whatever Triton kernel class it is mixed into: the
+    plan, the partial accumulators, the workspace, and the final step launched after it.
+    Subclasses write the row loop in their base class's own terms (`add_partial`,
+    `codegen_body`)."""
 
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
                  **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # Set first: a vendor base class may analyse the kernel in its constructor.
         self.plan = plan
         self.flavor = flavor
         self.partials: list[PartialAccumulator] = []
         self.ws_outer_name: str | None = None
         self.ws_inner_name: str | None = None
         self.ws_offset = 0
-        self._wrapped = False
         self.num_partials = 0
         #: Writes the generated final step's launch; None keeps the ATen step.
         self.finalize_launch: Any = None
-        #: Buffer -> its load index; `_row_span` keeps the [M, N] ones for the L2 hint.
-        self._l2_row_loads: dict[str, sympy.Expr] = {}
+        super().__init__(*args, **kwargs)
 
     @property
     def column_tiled(self) -> bool:
         return not self.persistent_reduction
 
     @property
+    def row_length(self) -> int:
+        """N: the row reduction's length, the column count of every partial."""
+        return int(self.features.reduction_numel)
+
+    @property
     def acc_type(self) -> str:
         """Triton dtype of the partial accumulators and the workspace."""
         return compat.triton_type(self.plan.accumulator_dtype)
+
+    def add_partial(self, reduction_type: str, out_name: str, value: Any) -> str:
+        """Fold `value` (one column reduction's input over the current rows) into its
+        partial; returns the accumulator's name."""
+        raise NotImplementedError
+
+    # -- launch: the fused kernel, then the tiny final step -----------------------------
+    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+        super().call_kernel(name, node, deallocate_ws=False)  # type: ignore[misc]
+        if self.finalize_launch is not None:
+            self.finalize_launch()
+        else:
+            self._write_aten_final_step()
+        if deallocate_ws:
+            self.deallocate_workspaces()  # type: ignore[attr-defined]
+
+    def _write_aten_final_step(self) -> None:
+        """Fallback final step: one ATen reduce over the workspace rows per output."""
+        wrapper = V.graph.wrapper_code
+        K = len(self.partials)
+        P = self.plan.programs
+        N = self.row_length
+        ws = self.ws_outer_name
+        for part in self.partials:
+            final = ATEN_REDUCE[part.reduction_type]
+            view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
+            wrapper.writeline(
+                f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
+                f".view({part.out_name}.shape))")
+
+
+class MixOrderKernelMixin(MixOrderKernelBase):
+    """Mixed into Inductor's own Triton kernel class (or a vendor subclass that keeps its
+    codegen, prefixes x / r0_ and fixed configs) so the fused kernel keeps that device's
+    launcher, with its x (row) axis walked by a loop inside each program."""
+
+    def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
+                 **kwargs: Any) -> None:
+        self._wrapped = False
+        #: Buffer -> its load index; `_row_span` keeps the [M, N] ones for the L2 hint.
+        self._l2_row_loads: dict[str, sympy.Expr] = {}
+        super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
 
     @property
     def register_tiles(self) -> int:
@@ -404,30 +450,6 @@ class MixOrderKernelMixin:
         else:
             body.writeline("xmask = xindex < xnumel")
 
-    # -- launch: the fused kernel, then the tiny final step -----------------------------
-    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
-        super().call_kernel(name, node, deallocate_ws=False)
-        if self.finalize_launch is not None:
-            self.finalize_launch()
-        else:
-            self._write_aten_final_step()
-        if deallocate_ws:
-            self.deallocate_workspaces()
-
-    def _write_aten_final_step(self) -> None:
-        """Fallback final step: one ATen reduce over the workspace rows per output."""
-        wrapper = V.graph.wrapper_code
-        K = len(self.partials)
-        P = self.plan.programs
-        N = int(self.numels["r0_"])
-        ws = self.ws_outer_name
-        for part in self.partials:
-            final = ATEN_REDUCE[part.reduction_type]
-            view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
-            wrapper.writeline(
-                f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
-                f".view({part.out_name}.shape))")
-
 
 _FIXED_DECORATOR = "@triton_heuristics.fixed_config("
 _HEURISTICS_IMPORT = "from torch._inductor.runtime import triton_helpers, triton_heuristics"
@@ -462,7 +484,7 @@ class _PartialAccumulateOps(compat.WrapperHandler):
     becomes an accumulate into the kernel's fp32 accumulator; its store is deferred to the
     final step."""
 
-    def __init__(self, inner: Any, kernel: MixOrderKernelMixin, out_name: str) -> None:
+    def __init__(self, inner: Any, kernel: MixOrderKernelBase, out_name: str) -> None:
         super().__init__(inner)
         self._kernel = kernel
         self._out_name = out_name
@@ -476,33 +498,28 @@ class _PartialAccumulateOps(compat.WrapperHandler):
 
 
 @dataclasses.dataclass
-class _ColumnBody:
+class ColumnBody:
+    """A column reduction's loop body with its row variables first, ready to be run over the
+    fused kernel's (row, column) axes."""
+
     out_name: str
     reduction_type: str
-    iter_sizes: list[Any]
-    red_sizes: list[Any]
-    body: Any
+    ranges: list[list[Any]]  # [row sizes, column sizes]
+    body: Any  # LoopBody called as body(row_vars, col_vars)
     owner: Any  # SchedulerNode used as the kernel's current node
 
 
-def _column_body(col: Any) -> _ColumnBody:
+def column_body(col: Any) -> ColumnBody:
     if col.unsplit is not None:
         buf = compat.computed_buffer_for(col.unsplit, col.out_name)
     else:
         buf = col.out_node.node
     (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
-    return _ColumnBody(col.final_name, col.reduction_type, list(iter_sizes), list(red_sizes),
-                       body, col.out_node)
+    swapped, ranges = reorder.rows_first_body(body, iter_sizes, red_sizes)
+    return ColumnBody(col.final_name, col.reduction_type, ranges, swapped, col.out_node)
 
 
-def _swapped_vars(kernel: MixOrderKernelMixin, cb: _ColumnBody) -> tuple[list[Any], list[Any]]:
-    """(output vars, reduction vars) of a column body bound to the kernel's (r0, x) axes."""
-    kernel_vars = kernel.split_and_set_ranges(reorder.rows_outer_ranges(cb.iter_sizes,
-                                                                       cb.red_sizes))
-    return reorder.body_args(kernel_vars)
-
-
-def _scheduled_nodes(kernel: MixOrderKernelMixin, node_schedule: list[Any]) -> Iterator[Any]:
+def _scheduled_nodes(kernel: Any, node_schedule: list[Any]) -> Iterator[Any]:
     """The scheduler nodes of an Inductor node schedule, each yielded inside the
     reduction on/off scope its markers call for."""
     with contextlib.ExitStack() as stack:
@@ -515,24 +532,53 @@ def _scheduled_nodes(kernel: MixOrderKernelMixin, node_schedule: list[Any]) -> I
                 yield item
 
 
-def codegen_mix_order(scheduling: Any, node: Any) -> None:
-    """Emit the fused kernel for a MixOrderNode through Inductor's Triton scheduling."""
+class KernelAdapter:
+    """How the fused kernel is built on one family of Triton schedulings: which kernel
+    class, axes and launch config, and how a kernel's source is registered. This one is
+    Inductor's own TritonScheduling (CUDA, XPU, CPU-Triton, and vendor schedulings that keep
+    its codegen); torch_npu's lives in inductor_ext.backends.npu_kernel."""
+
+    name = "inductor"
+
+    def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
+                ) -> list[Any]:
+        """The node schedule the kernel is built from (and its nodes codegen'd in)."""
+        return node_schedule
+
+    def make_kernel(self, scheduling: Any, node: Any, node_schedule: list[Any],
+                    columns: list[ColumnBody]) -> MixOrderKernelBase:
+        plan: LaunchPlan = node.plan
+        flavor = get_flavor(plan.target)
+        features = SIMDKernelFeatures(node_schedule, node.M, node.N)
+        fixed = {"XBLOCK": plan.block_m, **flavor.launch_options(plan)}
+        if plan.column_tiled:
+            fixed["R0_BLOCK"] = plan.r0_block
+        kernel_cls = kernel_class_for(getattr(scheduling, "kernel_type", TritonKernel))
+        return compat.make_kernel(
+            lambda *a, **k: kernel_cls(*a, plan=plan, flavor=flavor, **k),
+            {"x": node.M, "r0_": node.N}, features, fixed, persistent=not plan.column_tiled)
+
+    def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
+                      kernel: Any) -> str:
+        """Register the source with the wrapper; returns the kernel's name."""
+        return scheduling.define_kernel(src_code, node_schedule, kernel)
+
+
+INDUCTOR_ADAPTER = KernelAdapter()
+
+
+def codegen_mix_order(scheduling: Any, node: Any,
+                      adapter: KernelAdapter = INDUCTOR_ADAPTER) -> None:
+    """Emit the fused kernel for a MixOrderNode through a device's Triton scheduling."""
     from .. import metrics
 
     plan: LaunchPlan = node.plan
-    flavor = get_flavor(plan.target)
     sched = scheduling.scheduler
     inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
-    features = SIMDKernelFeatures(node_schedule, node.M, node.N)
-    fixed = {"XBLOCK": plan.block_m, **flavor.launch_options(plan)}
-    if plan.column_tiled:
-        fixed["R0_BLOCK"] = plan.r0_block
-    kernel_cls = kernel_class_for(getattr(scheduling, "kernel_type", TritonKernel))
-    kernel = compat.make_kernel(
-        lambda *a, **k: kernel_cls(*a, plan=plan, flavor=flavor, **k),
-        {"x": node.M, "r0_": node.N}, features, fixed, persistent=not plan.column_tiled)
-    columns = [_column_body(col) for col in node.columns]
+    columns = [column_body(col) for col in node.columns]
+    node_schedule = adapter.prepare(node, node_schedule, columns)
+    kernel = adapter.make_kernel(scheduling, node, node_schedule, columns)
     K = kernel.num_partials = len(columns)
     N = int(node.N)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
@@ -548,9 +594,8 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
             index_vars = kernel.split_and_set_ranges(item.get_ranges())
             all_indexing.update(dict.fromkeys(item._body.indexing_from_args(index_vars).values()))
         for cb in columns:
-            col_vars, row_vars = _swapped_vars(kernel, cb)
-            all_indexing.update(dict.fromkeys(cb.body.indexing_from_args([col_vars, row_vars])
-                                              .values()))
+            kernel_vars = kernel.split_and_set_ranges(cb.ranges)
+            all_indexing.update(dict.fromkeys(cb.body.indexing_from_args(kernel_vars).values()))
         kernel.finalize_indexing(all_indexing.keys())
 
         for item in _scheduled_nodes(kernel, node_schedule):
@@ -558,19 +603,20 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
             item.codegen(kernel.split_and_set_ranges(item.get_ranges()))
         for cb in columns:
             compat.prepare_body_for_codegen(cb.body)
-            col_vars, row_vars = _swapped_vars(kernel, cb)
-            var_ranges = compat.ranges_of([col_vars, row_vars], [cb.iter_sizes, cb.red_sizes])
+            kernel_vars = kernel.split_and_set_ranges(cb.ranges)
             handler = compat.simplify_indexing(
-                _PartialAccumulateOps(V.get_ops_handler(), kernel, cb.out_name), var_ranges)
+                _PartialAccumulateOps(V.get_ops_handler(), kernel, cb.out_name),
+                compat.ranges_of(kernel_vars, cb.ranges))
             with V.set_ops_handler(handler), kernel.set_current_node(cb.owner):
-                cb.body(col_vars, row_vars)
+                cb.body(*kernel_vars)
 
     assert len(kernel.partials) == K, "every column reduction became one partial"
     with V.set_kernel_handler(kernel):
         src_code = kernel.codegen_kernel()
-    kernel_name = scheduling.define_kernel(src_code, node_schedule, kernel)
+    kernel_name = adapter.define_kernel(scheduling, src_code, node_schedule, kernel)
     kernel.kernel_name = kernel_name
-    kernel.finalize_launch = finalize.emit(kernel, scheduling, node_schedule, src_code)
+    kernel.finalize_launch = finalize.emit(kernel, adapter, scheduling, node_schedule,
+                                           src_code)
     # Everything that can still fail runs before the first irrevocable wrapper line below,
     # so a failure here falls back cleanly to Inductor's own kernels.
     fusion_row = _fusion_row(node, kernel, kernel_name, src_code)
@@ -591,7 +637,7 @@ def codegen_mix_order(scheduling: Any, node: Any) -> None:
     metrics.record_kernel(fusion_row)
 
 
-def _fusion_row(node: Any, kernel: MixOrderKernelMixin, kernel_name: str,
+def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,
                 src_code: str) -> dict[str, Any]:
     """The mix_order_fusion table row of one generated kernel."""
     plan: LaunchPlan = node.plan

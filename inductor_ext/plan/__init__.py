@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..backends import npu
 from . import ascend, cuda
 from .device import DeviceInfo, assume_device, assumed_devices, device_info
 from .options import PlanOptions, options_from_config, tuning_from_config
@@ -45,8 +46,13 @@ DEVICE_TARGETS = {"npu": "ascend"}
 
 
 def target_for(device: torch.device, configured: str) -> str:
-    """The configured target, or with "auto" the device type's."""
-    return configured if configured != "auto" else DEVICE_TARGETS.get(device.type, "cuda")
+    """The configured target, or with "auto" the device's: "ascend" for NPUs and for any
+    device whose kernels torch_npu's backend generates (its emulation: CPU tensors)."""
+    if configured != "auto":
+        return configured
+    if npu.serves(device):
+        return "ascend"
+    return DEVICE_TARGETS.get(device.type, "cuda")
 
 
 def planner_for(target: str) -> Planner:

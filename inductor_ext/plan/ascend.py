@@ -8,23 +8,33 @@ per column reduction, fp32 temporaries) must fit in half the UB when multibuffer
 
 from __future__ import annotations
 
-from .device import DEFAULT_VECTOR_CORES, DeviceInfo
+from typing import Any
+
+from ..backends import npu_ub
+from .device import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES, DeviceInfo
 from .options import PlanOptions
 from .tuning import AscendTuning
 from .types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
 
 
 def vector_cores(device: DeviceInfo, options: PlanOptions) -> int:
-    """The option, else what the NPU reports, else torch_npu's 910B3 fallback (the flavor
-    can be forced onto other devices, whose core count says nothing about an NPU)."""
+    """The option, else what the NPU (or torch_npu) reports, else torch_npu's 910B3
+    fallback (the flavor can be forced onto other devices, whose core count says nothing
+    about an NPU)."""
     if options.ascend_vector_cores:
         return options.ascend_vector_cores
-    return device.cores if device.type == "npu" else DEFAULT_VECTOR_CORES
+    return device.cores if device.type == "npu" or device.npu_backend else \
+        DEFAULT_VECTOR_CORES
 
 
-def ub_budget_bytes(tuning: AscendTuning, options: PlanOptions) -> int:
+def ub_bytes(device: DeviceInfo, options: PlanOptions) -> int:
+    """Unified Buffer bytes per core: the option, else the device's (by SoC)."""
+    return options.ascend_ub_bytes or device.ub_bytes or DEFAULT_UB_BYTES
+
+
+def ub_budget_bytes(device: DeviceInfo, tuning: AscendTuning, options: PlanOptions) -> int:
     """Unified Buffer bytes one program may fill (halved by multibuffer)."""
-    return options.ascend_ub_bytes // (2 if tuning.multibuffer else 1)
+    return ub_bytes(device, options) // (2 if tuning.multibuffer else 1)
 
 
 def tile_bytes_per_elem(shape: ShapeInfo, tuning: AscendTuning) -> int:
@@ -40,18 +50,22 @@ def padded_row(shape: ShapeInfo, tuning: AscendTuning) -> int:
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
          options: PlanOptions) -> tuple[bool, str]:
+    if device.npu_backend:
+        return _torch_npu_fits(shape, device, tuning, options)
     align = max(1, tuning.tail_align_bytes // max(1, shape.elem_bytes))
     need = align * tile_bytes_per_elem(shape, tuning)
-    if need > ub_budget_bytes(tuning, options):
+    if need > ub_budget_bytes(device, tuning, options):
         return False, f"even a {align}-column tile needs {need} B of Unified Buffer"
     return True, ""
 
 
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
          options: PlanOptions) -> LaunchPlan:
+    if device.npu_backend:
+        return _torch_npu_plan(shape, device, tuning, options)
     r0_block = padded_row(shape, tuning)
     per_elem = tile_bytes_per_elem(shape, tuning)
-    budget = ub_budget_bytes(tuning, options)
+    budget = ub_budget_bytes(device, tuning, options)
     column_tiled = r0_block * per_elem > budget or shape.N > options.max_persistent_n
     if column_tiled:
         # A row does not fit: one row per block, walked in the widest column tile that
@@ -80,3 +94,95 @@ def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
     if blocks < 2 * plan_.programs:
         return False, f"{blocks} row blocks for {plan_.programs} vector cores"
     return True, ""
+
+
+# ----------------------------------------------------------------------------------------
+# Kernels built on torch_npu's NPUIndexTritonKernel (inductor_ext.backends.npu_kernel)
+# ----------------------------------------------------------------------------------------
+
+
+def _npu_layout(shape: ShapeInfo, device: DeviceInfo, block_m: int, cols: int, looped: bool,
+                multibuffer: bool) -> npu_ub.Layout:
+    return npu_ub.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
+                         partials=shape.num_columns, looped=looped, multibuffer=multibuffer,
+                         soc="950" if device.ascend950 else "910B3")
+
+
+def _fitting_block_m(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning, cols: int,
+                     looped: bool, multibuffer: bool, ub: int) -> int:
+    """Largest power-of-two rows per block whose calibrated UB estimate fits (0: none)."""
+    block_m = tuning.max_block_m
+    while block_m >= 1:
+        layout = _npu_layout(shape, device, block_m, cols, looped, multibuffer)
+        if npu_ub.fits(layout, ub):
+            return block_m
+        block_m //= 2
+    return 0
+
+
+def _torch_npu_fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
+                    options: PlanOptions) -> tuple[bool, str]:
+    """Some one-row column tile fits the UB (the looped path takes any N)."""
+    ub = ub_bytes(device, options)
+    cols = npu_ub.MIN_COLUMN_TILE
+    if _fitting_block_m(shape, device, tuning, cols, True, False, ub):
+        return True, ""
+    need = npu_ub.estimate(_npu_layout(shape, device, 1, cols, True, False))
+    return False, f"even a 1x{cols} tile needs {need} B of Unified Buffer (UB {ub} B)"
+
+
+def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
+                    options: PlanOptions) -> LaunchPlan:
+    """Programs = vector cores (a fixed grid; each owns a contiguous run of rows, walked in
+    blocks of `block_m` rows); whole rows (persistent) when a block of full rows fits,
+    else the widest column tile that does; configs for torch_npu's autotuner: the largest
+    fitting block with multibuffer and half of it, and the largest without. "Fitting" is
+    our UB estimate calibrated against bishengir's plans (backends/npu_ub.py)."""
+    ub = ub_bytes(device, options)
+    N = shape.N
+    multibuffers = (True, False) if tuning.multibuffer else (False,)
+    first = multibuffers[0]
+    looped = (N > options.max_persistent_n
+              or not _fitting_block_m(shape, device, tuning, N, False, first, ub))
+    cols = N
+    if looped:
+        cols = min(tuning.npu_max_column_tile, max(prev_pow2(N), npu_ub.MIN_COLUMN_TILE))
+        while cols > npu_ub.MIN_COLUMN_TILE and not _fitting_block_m(
+                shape, device, tuning, cols, True, first, ub):
+            cols //= 2
+    configs: list[tuple[tuple[str, Any], ...]] = []
+    for multibuffer in multibuffers:
+        best = _fitting_block_m(shape, device, tuning, cols, looped, multibuffer, ub)
+        if best and options.split_size is not None:
+            best = min(best, prev_pow2(options.split_size))
+        if best:
+            best = min(best, next_pow2(shape.M_hint))
+        for block_m in (best, best // 2) if multibuffer else (best,):
+            if block_m >= 1:
+                configs.append(_npu_config(block_m, cols, looped, multibuffer))
+    if not configs:
+        raise ValueError(f"no NPU tile of {cols} columns fits {ub} B of UB")
+    configs = list(dict.fromkeys(configs))[:tuning.npu_max_configs]
+    block_m = dict(configs[0])["block_m"]
+    programs = vector_cores(device, options)
+    if shape.M_static:
+        programs = max(1, min(programs, -(-shape.M_hint // block_m)))
+    estimate = npu_ub.estimate(_npu_layout(shape, device, block_m, cols, looped,
+                                           dict(configs[0])["multibuffer"]))
+    return LaunchPlan(target="ascend", programs=programs, block_m=block_m, r0_block=cols,
+                      num_warps=1, num_stages=1, row_loop="contiguous",
+                      extra=(("ub_bytes", estimate), ("ub_budget", ub),
+                             ("row_elem_bytes", shape.row_elem_bytes),
+                             ("backend", "torch_npu")),
+                      column_tiled=looped, configs=tuple(configs),
+                      accumulator=shape.accumulator)
+
+
+def _npu_config(block_m: int, cols: int, looped: bool, multibuffer: bool
+                ) -> tuple[tuple[str, Any], ...]:
+    """One launch config in axis-neutral names (hashable); the kernel writes it in its own
+    axis names (`block_m` -> X0BLOCK_SUB, `cols` -> R1BLOCK_SUB)."""
+    cfg: dict[str, Any] = {"block_m": block_m, "multibuffer": multibuffer}
+    if looped:
+        cfg["cols"] = cols
+    return tuple(sorted(cfg.items()))

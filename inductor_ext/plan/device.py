@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import torch
 
 from .. import compat
+from ..backends import npu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,10 @@ class DeviceInfo:
     dram_bytes_per_s: float = 2.0e12
     capability: tuple[int, int] = (0, 0)  # NVIDIA compute capability; (0, 0) elsewhere
     ub_bytes: int = 0  # Ascend Unified Buffer per core; 0 elsewhere
+    #: torch_npu's default Inductor backend generates this device's kernels (the fused
+    #: kernel is then built on its NPUIndexTritonKernel); "" otherwise.
+    npu_backend: str = ""
+    ascend950: bool = False  # Ascend950 (256 KiB UB, int64 indices), else A2/A3
     #: The kernels run in Triton's CPU interpreter, one program after another.
     interpreted: bool = False
 
@@ -69,6 +74,8 @@ def device_info(device: torch.device) -> DeviceInfo:
     assumed = dict(_ASSUMED.get()).get(device.type)
     if assumed is not None:
         return assumed
+    if npu.serves(device):  # not cached: an emulation session may come and go
+        return _torch_npu_info(device)
     return _queried(device)
 
 
@@ -117,6 +124,16 @@ def _l1_bytes(device: torch.device) -> int:
 DEFAULT_VECTOR_CORES = 40
 #: Unified Buffer per core on Atlas A2/A3.
 DEFAULT_UB_BYTES = 192 * 1024
+
+
+def _torch_npu_info(device: torch.device) -> DeviceInfo:
+    """What torch_npu's Inductor config reports (vector cores after NPU_DEVICE_LIMIT, UB
+    by SoC), for a device whose kernels its default backend generates."""
+    facts = npu.soc_facts()
+    return DeviceInfo(type=device.type, name="Ascend950" if facts.ascend950 else "Ascend A2/A3",
+                      cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
+                      npu_backend="torch_npu", ascend950=facts.ascend950,
+                      interpreted=device.type == "cpu")
 
 
 def _npu_info() -> DeviceInfo:

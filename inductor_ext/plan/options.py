@@ -16,7 +16,7 @@ class PlanOptions:
     split_size: int | None = None
     max_persistent_n: int = 16384
     ascend_vector_cores: int | None = None
-    ascend_ub_bytes: int = 192 * 1024
+    ascend_ub_bytes: int | None = None  # None: the device's (torch_npu's by SoC)
     #: The baseline's own mix-order gates ("none", "strict", "relaxed"): what stock
     #: torch.compile would fuse without us (`compat.upstream_mix_order_gates`).
     upstream_gates: str = "strict"

@@ -129,8 +129,14 @@ class AscendTuning:
     fp32_temps: int = 2
     #: Tail dims are padded to 32 bytes.
     tail_align_bytes: int = 32
-    #: Multibuffer (on by default in triton-ascend) doubles what a kernel holds.
+    #: Multibuffer (on by default in triton-ascend) doubles what a kernel holds. Kernels
+    #: on torch_npu's class offer configs with it and without; False: without only.
     multibuffer: bool = True
+    #: Kernels on torch_npu's class: launch configs its autotuner may time, at most
+    #: (the largest fitting block with multibuffer, half of it, the largest without).
+    npu_max_configs: int = 3
+    #: ...and the widest column tile of rows too long for a persistent tile.
+    npu_max_column_tile: int = 8192
 
 
 TUNINGS: dict[str, type] = {"cuda": CudaTuning, "ascend": AscendTuning}

@@ -73,9 +73,12 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     """(plan, shape, reason, detail); plan is None when the group is declined. For a
     fused group `detail` is the cost model's verdict: "" when it expects fusing to pay,
     else why not (fused anyway under `always_fuse`; the fusion table records it)."""
-    reason = legality.check_graph(cand) or legality.check_backend(cand)
+    reason = legality.check_graph(cand)
     if reason:
         return None, None, reason, ""
+    bad = legality.check_backend(cand)
+    if bad:
+        return None, None, *bad
     device = cand.inner.get_device()
     planner = planning.planner_for(planning.target_for(device, ext_config.target))
     accepted = []
@@ -112,6 +115,11 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
     if sched is None:
         return nodes
     try:
+        unsupported = legality.unsupported_backends(nodes)
+        for detail in unsupported:
+            decline("<graph>", "?", "?", "unsupported_backend", detail)
+        if unsupported:
+            return nodes
         candidates = find_candidates(nodes)
     except Exception as exc:  # matching must never break a compile
         warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",

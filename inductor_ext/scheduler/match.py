@@ -69,12 +69,7 @@ class Candidate:
 def _numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
     """(numel, rnumel) of a node grouped by a SIMD (Triton) backend; None otherwise (the
     C++ backend groups by tuples of sizes)."""
-    group = getattr(node, "group", None)
-    if not group or len(group) != 2 or len(group[1]) != 2:
-        return None
-    if not all(isinstance(v, (int, sympy.Expr)) for v in group[1]):
-        return None
-    return group[1]
+    return compat.simd_numels(getattr(node, "group", None))
 
 
 def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
@@ -163,8 +158,7 @@ def _hint_of(expr: sympy.Expr) -> int:
 
 def _hint_name(snode: SchedulerNode) -> str:
     """Inductor's ReductionHint name for a reduction node ('' if none)."""
-    hint = getattr(getattr(snode.node, "data", None), "reduction_hint", None)
-    return getattr(hint, "name", "")
+    return compat.reduction_hint_name(snode)
 
 
 def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:

@@ -12,14 +12,77 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
 
-def rows_outer_ranges(iter_sizes: Sequence[Any], red_sizes: Sequence[Any]
-                      ) -> list[list[Any]]:
-    """Ranges in the kernel's (x, r0) order for a body sized (columns, rows)."""
-    return [list(red_sizes), list(iter_sizes)]
+from ..compat import FloorDiv, LoopBody, ModularIndexing, index_vars_no_squeeze
 
 
-def body_args(kernel_vars: Sequence[Sequence[Any]]) -> tuple[list[Any], list[Any]]:
-    """Kernel (x vars, r0 vars) -> the body's (output vars, reduction vars)."""
-    row_vars, col_vars = kernel_vars
-    return list(col_vars), list(row_vars)
+def rows_first_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any]
+                    ) -> tuple[LoopBody, list[list[Any]]]:
+    """The column reduction's LoopBody re-expressed with its row (reduction) variables first:
+    (body, [row sizes, column sizes]). Called as `body(row_vars, col_vars)`, it is the
+    (x, r) order of the fused kernel, so code that walks a kernel's nodes by their ranges
+    (torch_npu's index analysis) sees it like any [M, N] node of the kernel."""
+    (row_vars, col_vars), var_ranges = index_vars_no_squeeze(
+        list(red_sizes), list(iter_sizes), prefix="p")
+    swapped = LoopBody(body, [col_vars, row_vars], var_ranges, row_vars, col_vars)
+    return swapped, [list(red_sizes), list(iter_sizes)]
+
+
+def split_point(sizes: Sequence[Any], rows: Any) -> int | None:
+    """k such that sizes[:k] are the rows (their product is `rows`), else None."""
+    product = sympy.Integer(1)
+    for k in range(len(sizes) + 1):
+        if product == rows:
+            return k
+        if k < len(sizes):
+            product = product * sizes[k]
+    return None
+
+
+def _unflatten(var: sympy.Symbol, sizes: Sequence[Any]) -> list[sympy.Expr]:
+    """The row-major coordinates of a flat index `var` over `sizes`."""
+    out: list[sympy.Expr] = []
+    for i, size in enumerate(sizes):
+        stride = sympy.Mul(*sizes[i + 1:]) if i + 1 < len(sizes) else sympy.Integer(1)
+        if size == 1:
+            out.append(sympy.Integer(0))
+        elif i == 0:
+            out.append(FloorDiv(var, stride))
+        else:
+            out.append(ModularIndexing(var, stride, size))
+    return out
+
+
+def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: Any
+                   ) -> tuple[LoopBody, list[list[Any]]] | None:
+    """A [rows, columns] node's LoopBody over one row variable (and one column variable):
+    (body, its ranges), or None when its sizes do not split into M rows and N columns.
+    A reduction body becomes ([M], [N]); a pointwise one ([M, N], []) or ([M], []).
+    Index expressions over contiguous dimensions join back (Inductor simplifies
+    `16 * (x // 16) + x % 16` to `x`), so kernels that give every body variable an axis of
+    its own (torch_npu's) see one row axis and one column axis."""
+    iter_sizes, red_sizes = (list(r) for r in ranges)
+    if red_sizes:
+        if sympy.Mul(*iter_sizes) != M or sympy.Mul(*red_sizes) != N:
+            return None
+        groups = [iter_sizes, red_sizes]
+        new_sizes: list[list[Any]] = [[M], [N]]
+    else:
+        k = split_point(iter_sizes, M)
+        if k is None:
+            return None
+        rest = iter_sizes[k:]
+        groups = [iter_sizes[:k]] + ([rest] if rest else [])
+        new_sizes = [[M, N] if rest else [M], []]
+        if rest and sympy.Mul(*rest) != N:
+            return None
+    if [len(g) for g in groups] == [1] * len(groups):
+        return None  # already one variable per side
+    flat = [size for group in new_sizes for size in group]
+    (new_vars,), var_ranges = index_vars_no_squeeze(flat, prefix="f")
+    args = [coord for var, group in zip(new_vars, groups) for coord in _unflatten(var, group)]
+    n_iter = len(new_sizes[0])
+    old_args = [args[:len(iter_sizes)], args[len(iter_sizes):]]
+    swapped = LoopBody(body, old_args, var_ranges, new_vars[:n_iter], new_vars[n_iter:])
+    return swapped, new_sizes

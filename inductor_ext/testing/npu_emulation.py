@@ -357,6 +357,27 @@ class _MissingCannExtension:
         return missing
 
 
+class _EmulatedLibdevice:
+    """libdevice of interpreted kernels: what tl.math has (via `_InterpreterLibdevice`),
+    plus functions triton-ascend 3.2.0's interpreter cannot run as extern calls, written
+    from tl primitives (`_interpreter_libdevice_extras`)."""
+
+    def __init__(self, original: Any) -> None:
+        from .interpret import _InterpreterLibdevice
+
+        self._inner = _InterpreterLibdevice(original)
+
+    def __getattr__(self, name: str) -> Any:
+        extra = _interpreter_libdevice_extras().get(name)
+        return extra if extra is not None else getattr(self._inner, name)
+
+
+def _interpreter_libdevice_extras() -> dict[str, Any]:
+    from . import npu_libdevice
+
+    return npu_libdevice.FUNCTIONS
+
+
 class _OptionFilteringFn:
     """The interpreted kernel, called with only the config kwargs that name its parameters.
     torch_npu's interpreter path passes every config kwarg (``compile_mode``,
@@ -510,6 +531,26 @@ def _compiled_mode() -> Iterator[None]:
             os.environ["TRITON_INTERPRET"] = saved_env
 
 
+@contextlib.contextmanager
+def frontend() -> Iterator[Any]:
+    """For lowering kernels with triton-ascend's front end inside `npu_emulation`: within
+    the block triton.language is un-patched from the interpreter (as for torch_npu's own
+    make_ttir_for_check) and the yielded `load(src_code, name="triton_")` returns a kernel
+    module's @triton.jit function as a JITFunction (`Placeholder.KERNEL_NAME` becomes
+    `name`). Lower inside the block."""
+    with _compiled_mode():
+        yield _load_jit_function
+
+
+def _load_jit_function(src_code: str, name: str = "triton_") -> Any:
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.utils import Placeholder
+
+    module = PyCodeCache.load(src_code.replace(str(Placeholder.KERNEL_NAME), name))
+    kernel = getattr(module, name)
+    return getattr(kernel, "fn", kernel)
+
+
 def _checked_in_compiled_mode(original: Any) -> Any:
     """torch_npu's ``make_ttir_for_check`` (every kernel goes through it), run with the
     kernel module loaded as a JITFunction so triton-ascend's real front end sees it."""
@@ -556,13 +597,19 @@ _SHIMS = """
   tl.extra.ascend.libdevice by torch_npu's own code).
 - torch_npu._inductor.runtime.triton_helpers.libdevice (interpreted kernels only): names
   that tl.math has resolve there (the interpreter cannot run tl.extra.ascend.libdevice's
-  extern calls); the front-end check below sees the real libdevice.
+  extern calls), and tanh (GPT-2's GELU; triton-ascend's tl.math.tanh is an extern call
+  too, so triton_helpers.math is wrapped alike) is written as 1 - 2 / (exp(2x) + 1); the
+  front-end check below sees the real libdevice.
 - NPUTritonScheduling.make_ttir_for_check: run with TRITON_INTERPRET=0 while the check
   module loads (fresh, JIT-mode copies of the two triton_helpers modules), so the check
   compiles a JITFunction rather than the interpreter's wrapper.
 - NPUCachingAutotuner._make_ttir_module_from_cfg: the same AST-to-TTIR check written for
   triton-ascend 3.2.0 (no libtriton.ascend.ir dialects there; NPU target of the chosen SoC
   instead of the CPU device the kernels are compiled for).
+- triton.runtime.interpreter.InterpreterBuilder.get_int1_ty (3.2.0's interpreter has the
+  other get_<int>_ty builders but not this one; tl.int1.to_ir asks for it in max/min
+  with index, e.g. argmax in cross entropy): returns tl.int1, as its siblings return
+  their dtypes. Removed on exit.
 - NPUCachingAutotuner.run, interpreter path: (a) config kwargs that are not kernel
   parameters (compile_mode, multibuffer, a persistent kernel's R0_BLOCK...) are dropped
   before the interpreted call (3.2.0's interpreter rejects unknown keyword arguments;
@@ -679,6 +726,13 @@ def _preimport_inductor() -> None:
                  "torch._inductor.fx_passes.joint_graph", "torch._inductor.cpp_builder"):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    # Device op overrides register when their modules are first imported, behind a flag the
+    # ledger would reset on exit while the modules stay imported: register them now, so
+    # the snapshot holds them and a second session (another SoC) still finds "cpu".
+    with contextlib.suppress(Exception):
+        from torch._inductor.codegen.common import get_device_op_overrides
+
+        get_device_op_overrides("cpu")
 
 
 def _scheduling_module(backend: str) -> Any:
@@ -690,13 +744,12 @@ def _scheduling_module(backend: str) -> Any:
 
 def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str) -> None:
     """The seams listed in ``_SHIMS``; each is undone on exit (torch_npu is unloaded)."""
-    from .interpret import _InterpreterLibdevice
-
     helpers = importlib.import_module("torch_npu._inductor.runtime.triton_helpers")
     if not hasattr(helpers, "extension"):
         helpers.extension = _MissingCannExtension()
     # The interpreter runs tl.math on numpy but not triton-ascend's extern libdevice.
-    helpers.libdevice = _InterpreterLibdevice(helpers.libdevice)
+    helpers.libdevice = _EmulatedLibdevice(helpers.libdevice)
+    helpers.math = _EmulatedLibdevice(helpers.math)  # kernels' tl_math: tanh is extern there
     heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")
     autotuner = heuristics.NPUCachingAutotuner
     autotuner.run = _interpreter_run(autotuner, heuristics.build_candidate_plan)
@@ -709,6 +762,15 @@ def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str) -> 
                                           "make_ttir_for_check"):
         cls = scheduling.NPUTritonScheduling
         cls.make_ttir_for_check = _checked_in_compiled_mode(cls.make_ttir_for_check)
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    if not hasattr(InterpreterBuilder, "get_int1_ty"):
+        import triton.language as tl
+
+        # tl.int1.to_ir(builder) asks for it: max/min-with-index reductions (argmax in
+        # softmax / cross entropy, torch_npu's max_with_index) need it in the interpreter.
+        stack.enter_context(mock.patch.object(InterpreterBuilder, "get_int1_ty",
+                                              lambda self: tl.int1, create=True))
 
 
 def _register_for_cpu(backend: str) -> None:

@@ -1,9 +1,10 @@
 """Lower dumped kernels with triton-ascend's own front end: make_ttir, then ttir_to_linalg
-(the bundled triton-adapter-opt). Runs in the triton-ascend venv (no torch there).
+(the bundled triton-adapter-opt). Runs in the triton-ascend venv (no torch needed).
 
     python tests/ascend/lower_kernels.py DUMP_DIR
 
-Prints one line per kernel and ends with `N passed, N failed`.
+Prints one line per kernel and ends with `N passed, N failed`. `lower_function` is also
+what check_npu.py lowers torch_npu-class kernels with, for either SoC.
 """
 
 from __future__ import annotations
@@ -24,6 +25,39 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = GPUTarget("npu", "Ascend910B3", 0)
 ADAPTER_METADATA = {"enable_nd2nz_on_vector": False, "enable_select_analysis": True,
                     "compile_on_910_95": False, "force_simt_template": False}
+#: SoC -> (triton-ascend target arch, NPUOptions that differ from the A2/A3 defaults).
+#: Ascend950 ("910_95" in triton-ascend) compiles with compile_on_910_95: select analysis
+#: on and no sub-block binding, as triton-ascend's own defaults are on such a device.
+SOC_OPTIONS = {
+    "910B3": ("Ascend910B3", {}),
+    "950": ("Ascend950PR_9599", {"compile_on_910_95": True, "enable_select_analysis": True,
+                                 "enable_auto_bind_sub_block": False}),
+}
+
+
+def lower_function(fn, signature: dict, constants: dict, soc: str = "910B3",
+                   options: dict | None = None, name: str = "triton_") -> tuple[str, str]:
+    """(TTIR, Linalg MLIR) of a @triton.jit function through triton-ascend's front end:
+    make_ir, its ttir stage, then ttir_to_linalg (the bundled triton-adapter-opt), with the
+    NPUOptions of the SoC (plus `options`, e.g. multibuffer) as its stage metadata."""
+    arch, soc_options = SOC_OPTIONS[soc]
+    backend = make_backend(GPUTarget("npu", arch, 0))
+    opts = backend.parse_options({**soc_options, **(options or {})})
+    stages: dict = {}
+    backend.add_stages(stages, opts)
+    context = triton._C.libtriton.ir.context()
+    triton._C.libtriton.ir.load_dialects(context)
+    backend.load_dialects(context)
+    src = ASTSource(fn, signature=signature, constants=constants)
+    mod = src.make_ir(opts, backend.get_codegen_implementation(), backend.get_module_map(),
+                      context)
+    metadata = {**opts.__dict__, "name": name,
+                "hash": f"{name}-{soc}-{sorted(constants.items())}"}
+    ttir = stages["ttir"](mod, metadata)
+    linalg = str(stages["ttadapter"](ttir, metadata))
+    if "func.func" not in linalg:
+        raise RuntimeError("no func.func in the Linalg output")
+    return str(ttir), linalg
 
 
 def kernel_module(src: str, workdir: str, stem: str):

@@ -1,0 +1,99 @@
+"""torch_npu's Inductor backend as the plugin sees it: which of its backends serves a device
+(and why the others are declined), and what the SoC offers (Unified Buffer, vector cores,
+Ascend950) as torch_npu reports it.
+
+torch_npu is never imported here: it needs CANN, and importing it installs its backend. Its
+modules are read from ``sys.modules`` once the user (or the emulation in
+``inductor_ext.testing.npu_emulation``) has loaded them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Any
+
+import torch
+
+from .. import compat
+
+#: torch_npu backends (TORCHINDUCTOR_NPU_BACKEND) whose kernels the plugin generates.
+SUPPORTED_BACKENDS = ("default",)
+BACKEND_ENV = "TORCHINDUCTOR_NPU_BACKEND"
+_PACKAGE = "torch_npu."
+#: Where each torch_npu backend's scheduling class lives (module prefix -> backend).
+_BACKEND_MODULES = (
+    ("torch_npu._inductor.triton_experimental", "triton_experimental"),
+    ("torch_npu._inductor.dvm", "dvm"),
+    ("torch_npu._inductor.ascend_npu_ir", "mlir"),
+    ("torch_npu._inductor.ascendc", "ascendc"),
+    ("torch_npu._inductor.codegen", "default"),
+)
+_WHY_NOT = {
+    "triton_experimental": "its kernels wrap the body in their own per-core loop, launch "
+                           "through its own heuristics module (no fixed grid, no fixed "
+                           "config) and need tl.extra.cann.extract_slice",
+    "mlir": "it generates MLIR, not Triton",
+    "dvm": "it generates DVM/MLIR kernels, not Triton",
+    "ascendc": "it generates AscendC, not Triton",
+}
+
+#: Unified Buffer bytes when torch_npu does not say (Atlas A2/A3).
+DEFAULT_UB_BYTES = 192 * 1024
+#: Vector cores when torch_npu does not say (910B3).
+DEFAULT_VECTOR_CORES = 40
+
+
+def backend_of(scheduling: Any) -> str | None:
+    """The torch_npu backend a scheduling (instance or class) belongs to; None when it is
+    not torch_npu's."""
+    cls = scheduling if isinstance(scheduling, type) else type(scheduling)
+    module = getattr(cls, "__module__", "") or ""
+    if not module.startswith(_PACKAGE):
+        return None
+    for prefix, name in _BACKEND_MODULES:
+        if module.startswith(prefix):
+            return name
+    return os.environ.get(BACKEND_ENV, "default")
+
+
+def unsupported_detail(scheduling: Any) -> str | None:
+    """Why the plugin declines a torch_npu scheduling (None: not torch_npu's, or
+    supported)."""
+    backend = backend_of(scheduling)
+    if backend is None or backend in SUPPORTED_BACKENDS:
+        return None
+    cls = scheduling if isinstance(scheduling, type) else type(scheduling)
+    env = os.environ.get(BACKEND_ENV, "default")
+    why = _WHY_NOT.get(backend, "the plugin has no adapter for it")
+    return (f"torch_npu backend {backend!r} ({BACKEND_ENV}={env}, scheduling "
+            f"{cls.__module__}.{cls.__qualname__}) is not supported: {why}; the fused kernel "
+            f"is generated for torch_npu's {'/'.join(SUPPORTED_BACKENDS)} backend")
+
+
+def serves(device: torch.device | None) -> bool:
+    """torch_npu's supported backend generates this device's kernels."""
+    if device is None:
+        return False
+    scheduling = compat.scheduling_class_for(device.type)
+    return scheduling is not None and backend_of(scheduling) in SUPPORTED_BACKENDS
+
+
+@dataclasses.dataclass(frozen=True)
+class SocFacts:
+    """What the plugin plans with, as torch_npu reports it for the current SoC."""
+
+    ub_bytes: int
+    vector_cores: int  # after NPU_DEVICE_LIMIT
+    ascend950: bool
+
+
+def soc_facts() -> SocFacts:
+    """From torch_npu's Inductor config when it is loaded, else the A2/A3 defaults (the
+    plugin's options ascend_ub_bytes / ascend_vector_cores override them in planning)."""
+    cfg = sys.modules.get("torch_npu._inductor.config")
+    return SocFacts(ub_bytes=int(getattr(cfg, "ub_size", 0) or DEFAULT_UB_BYTES),
+                    vector_cores=int(getattr(cfg, "num_vector_core", 0)
+                                     or DEFAULT_VECTOR_CORES),
+                    ascend950=bool(getattr(cfg, "is_ascend950", False)))

@@ -1,0 +1,284 @@
+"""The fused kernel on torch_npu's own Triton kernel class (NPUIndexTritonKernel, the kernel
+of torch_npu's default backend), and how torch_npu's scheduling builds and registers it.
+
+torch_npu's kernel already walks each program's rows in a loop: program p owns rows
+[p * X0BLOCK, (p + 1) * X0BLOCK) and visits them X0BLOCK_SUB at a time
+(``for loop_x0 in range(loops_x0)``), with the whole row (persistent, R1BLOCK_SUB = N) or a
+loop over column tiles inside. The mixin keeps all of that codegen and adds what mix-order
+needs:
+
+- ``X0BLOCK`` is not a runtime argument picked by torch_npu's autotuner but the rows each
+  of the plan's fixed ``programs`` owns, computed in the kernel from ``x0_numel`` and the
+  X0BLOCK_SUB of the config, so the grid and the workspace rows stay fixed;
+- one column partial per column reduction: the rows of each block are folded in the loop
+  (a [1, R1BLOCK_SUB] accumulator per partial), and the program's workspace row is stored
+  after the loop; with column tiles each tile's fold is added into the workspace row;
+- the launch metadata through ``create_inductor_meta``: ``FixedGrid`` with the plan's
+  programs, no runtime block arguments, the plan and the configs (X0BLOCK_SUB, multibuffer,
+  compile_mode) for our decorator, which hands them to torch_npu's ``cached_autotune``.
+
+The column reductions' bodies are put in ``features.node_schedule`` (rows-first copies of
+their scheduler nodes), so torch_npu's index analysis (``decide_codegen_dims_in_kernel``)
+decides axes, tiling and index rewriting with them in view.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+from typing import Any
+
+from .. import compat
+from ..codegen.combine import COMBINE, TL_REDUCE
+from ..codegen.flavor import get_flavor
+from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
+from ..compat import DisableReduction, EnableReduction
+from ..plan import LaunchPlan
+from ..runtime import autotune
+from ..scheduler import reorder
+from . import npu
+
+#: The decorator our kernels carry instead of torch_npu's (runtime/npu_autotune.py).
+DECORATOR = "npu_mix_order_autotune"
+_DECORATOR_IMPORT = f"from inductor_ext.runtime.npu_autotune import {DECORATOR}"
+
+
+class NpuMixOrderKernelMixin(MixOrderKernelBase):
+    """Mixed into torch_npu's NPUIndexTritonKernel (see the module docstring)."""
+
+    def __init__(self, *args: Any, plan: LaunchPlan, flavor: Any, **kwargs: Any) -> None:
+        self._final_flush = False
+        super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
+        self.row_axis, self.col_axis = self._fused_axes()
+
+    # -- the axes torch_npu's analysis chose --------------------------------------------
+    def _fused_axes(self) -> tuple[Any, Any]:
+        """(row entry, column entry): torch_npu must have kept one row axis, split across
+        programs and tiled, and one column axis; anything else is declined (the hook falls
+        back to torch_npu's kernels)."""
+        rows = [a for a in self.sorted_axis if a.prefix != "r"]
+        cols = [a for a in self.sorted_axis if a.prefix == "r"]
+        names = [a.name for a in self.sorted_axis]
+        if len(rows) != 1 or len(cols) != 1:
+            raise NotImplementedError(f"torch_npu laid the fused kernel out on axes {names}; "
+                                      "one row and one column axis are supported")
+        row, col = rows[0], cols[0]
+        if (list(self.split_axis) != [row] or not row.is_tiling_axis or row.is_no_loop_axis
+                or not col.is_tiling_axis):
+            raise NotImplementedError(
+                f"torch_npu split {[a.name for a in self.split_axis]} and tiled "
+                f"{[a.name for a in self.tiling_axis]}; the fused kernel needs {row.name} "
+                f"split and looped, {col.name} tiled")
+        if self.vectorized_welford_axis is not None or self.is_unified_simt_kernel():
+            raise NotImplementedError(f"torch_npu kernel type {self.npu_kernel_type} "
+                                      "(vectorized Welford / SIMT) is not supported")
+        return row, col
+
+    def _block(self, axis: Any, sub: bool = True) -> str:
+        return f"{axis.name.upper()}BLOCK" + ("_SUB" if sub else "")
+
+    def _program_id(self) -> str:
+        cast = ".to(tl.int64)" if self.index_dtype == "tl.int64" else ""
+        return f"tl.program_id(0){cast}"
+
+    def _dense(self) -> list[str]:
+        """Tile dims in torch_npu's order (its golden variable order decides which of the
+        row and column axes comes first)."""
+        dense = list(self.dense_size_list())
+        if sorted(dense) != sorted([self._block(self.row_axis), self._block(self.col_axis)]):
+            raise NotImplementedError(f"unexpected tile shape {dense}")
+        return dense
+
+    def _row_dim(self) -> int:
+        return self._dense().index(self._block(self.row_axis))
+
+    def _folded_shape(self) -> str:
+        """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed)."""
+        dense = self._dense()
+        dense[self._row_dim()] = "1"
+        return f"[{', '.join(dense)}]"
+
+    # -- signature, launch metadata, decorator -----------------------------------------
+    def add_autotune_args(self, argdefs: list[Any], signature: list[Any],
+                          triton_meta_signature: dict[str, Any]) -> None:
+        """Only the block constexprs: X0BLOCK is computed in the kernel (fixed grid), a
+        persistent row's R1BLOCK_SUB is written as a constant by torch_npu."""
+        argdefs.append(compat.ArgName(self._block(self.row_axis), is_constexpr=True))
+        if self.column_tiled:
+            argdefs.append(compat.ArgName(self._block(self.col_axis), is_constexpr=True))
+
+    def codegen_static_numels(self, code: Any) -> None:
+        super().codegen_static_numels(code)  # type: ignore[misc]
+        sub = self._block(self.row_axis)
+        blocks = f"({self.row_axis.name}_numel + {sub} - 1) // {sub}"
+        P = self.plan.programs
+        code.writeline(f"{self._block(self.row_axis, sub=False)} = "
+                       f"(({blocks} + {P - 1}) // {P}) * {sub}")
+
+    def create_inductor_meta(self) -> dict[str, Any]:
+        meta = dict(super().create_inductor_meta())  # type: ignore[misc]
+        meta.update({
+            "grid_type": "FixedGrid",
+            "fixed_grid": [str(self.plan.programs), "1", "1"],
+            "runtime_block_arg_names": (),
+            "group_enabled": False,
+            autotune.PLAN_KEY: self.plan.to_meta(),
+            autotune.CONFIGS_KEY: self.launch_configs(),
+        })
+        return meta
+
+    def launch_configs(self) -> list[dict[str, Any]]:
+        """The plan's configs in this kernel's names, for torch_npu's autotuner."""
+        mode = self.npu_kernel_type.compile_mode()
+        out = []
+        # Configs differ in summation order: one under Inductor's deterministic mode
+        # (torch_npu's autotuner itself keeps the first under deterministic algorithms).
+        configs = self.plan.configs[:1] if compat.deterministic_mode() else self.plan.configs
+        for cfg in configs:
+            cfg = dict(cfg)
+            named: dict[str, Any] = {self._block(self.row_axis): cfg["block_m"]}
+            if "cols" in cfg:
+                named[self._block(self.col_axis)] = cfg["cols"]
+            named.update(multibuffer=bool(cfg["multibuffer"]), compile_mode=mode)
+            out.append(named)
+        return out
+
+    @classmethod
+    def gen_common_triton_imports(cls) -> str:
+        return super().gen_common_triton_imports() + _DECORATOR_IMPORT + "\n"  # type: ignore
+
+    def codegen_kernel(self, name: str | None = None) -> str:
+        self._final_flush = True
+        src = super().codegen_kernel(name)  # type: ignore[misc]
+        return use_mix_order_decorator(src, self._get_heuristic())
+
+    # -- the partials ------------------------------------------------------------------
+    def add_partial(self, reduction_type: str, out_name: str, value: Any) -> str:
+        index = len(self.partials)
+        acc = f"_mo_acc{index}"
+        self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
+        identity, fold = COMBINE[reduction_type]
+        masks = [f"{self.row_axis.name}_mask"]
+        if self.column_tiled:
+            masks.append(f"{self.col_axis.name}_mask")
+        tile = f"tl.broadcast_to({value}, [{', '.join(self._dense())}]).to({self.acc_type})"
+        tile = f"tl.where({' & '.join(masks)}, {tile}, {identity})"
+        part = (f"{TL_REDUCE[reduction_type]}({tile}, {self._row_dim()})"
+                f".reshape({self._folded_shape()[1:-1]})")
+        if not self.column_tiled:
+            self.compute.writeline(f"{acc} = {fold.format(acc=acc, val=part)}")
+            return acc
+        # Column tiles: this tile's fold goes straight into the program's workspace row
+        # (zeroed at launch; no other program touches it).
+        assert reduction_type == "sum", "column-tiled partials are sums"
+        col_mask = f"{self.col_axis.name}_mask"
+        ptr = f"_mo_ws{index}"
+        self.compute.writeline(f"{ptr} = {self._workspace_row(index)} + {self.col_axis.name}")
+        self.compute.writeline(
+            f"tl.store({ptr}, tl.load({ptr}, {col_mask}, other=0.0) + {part}, {col_mask})")
+        return acc
+
+    def _workspace_row(self, index: int) -> str:
+        K = self.num_partials
+        return (f"{self.ws_inner_name} + ({self.ws_offset} + ({self._program_id()} * {K} + "
+                f"{index}) * {self.row_length})")
+
+    def codegen_body(self) -> None:
+        persistent = not self.column_tiled
+        if persistent and self.first_node and (self.loads or self.compute or self.stores):
+            shape = self._folded_shape()
+            for part in self.partials:
+                identity = COMBINE[part.reduction_type][0]
+                self.body.writeline(f"{part.acc} = tl.full({shape}, {identity}, "
+                                    f"{self.acc_type})")
+        super().codegen_body()  # type: ignore[misc]
+        if persistent and self._final_flush and self.partials:
+            self._final_flush = False
+            direction = self.col_axis.get_axis_direction()
+            cols = self.col_axis.codegen_index(direction)
+            self.body.writeline(f"_mo_cols = {cols}")
+            for part in self.partials:
+                self.body.writeline(
+                    f"tl.store({self._workspace_row(part.index)} + _mo_cols, {part.acc}, "
+                    f"_mo_cols < {self.col_axis.name}_numel)")
+
+
+def use_mix_order_decorator(src: str, heuristic: str) -> str:
+    """Our decorator in place of torch_npu's one on the kernel (the only text edit of
+    torch_npu's output: its codegen_kernel writes the heuristic's name inline). The kernel
+    must carry exactly one `@triton_heuristics.<heuristic>(` line and our import."""
+    expected = f"@triton_heuristics.{heuristic}("
+    if src.count(expected) != 1 or _DECORATOR_IMPORT not in src:
+        raise RuntimeError(f"torch_npu kernel header changed: expected one {expected!r} "
+                           f"line and {_DECORATOR_IMPORT!r}")
+    return src.replace(expected, f"@{DECORATOR}(")
+
+
+@functools.cache
+def kernel_class_for(base: type) -> type:
+    """The fused-kernel class on torch_npu's kernel class `base`."""
+    return type(f"MixOrder{base.__name__}", (NpuMixOrderKernelMixin, base), {})
+
+
+def _with_body(snode: Any, body: Any, ranges: list[list[Any]]) -> Any:
+    """A copy of a scheduler node running `body` over `ranges` (the node itself, its
+    buffers and dependencies are shared; only what the kernel walks differs)."""
+    entry = copy.copy(snode)
+    entry._body = body
+    entry._sizes = tuple(ranges)
+    return entry
+
+
+def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
+    """The node, or a copy whose body has one row and one column variable: torch_npu
+    gives every body variable an axis of its own, and the fused kernel needs one of each."""
+    flat = reorder.flat_rows_body(snode._body, snode.get_ranges(), M, N)
+    return snode if flat is None else _with_body(snode, *flat)
+
+
+class NpuKernelAdapter(KernelAdapter):
+    """Builds the fused kernel through torch_npu's NPUTritonScheduling."""
+
+    name = "torch_npu"
+
+    def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
+                ) -> list[Any]:
+        """Rows and columns as one variable each, for the row reduction's nodes and the
+        column bodies (whose node copies join the schedule torch_npu analyses)."""
+        schedule = [item if item in (DisableReduction, EnableReduction)
+                    else _one_var_per_axis(item, node.M, node.N) for item in node_schedule]
+        for cb in columns:
+            flat = reorder.flat_rows_body(cb.body, cb.ranges, node.M, node.N)
+            if flat is not None:
+                cb.body, cb.ranges = flat
+            cb.owner = _with_body(cb.owner, cb.body, cb.ranges)
+        return schedule
+
+    def make_kernel(self, scheduling: Any, node: Any, node_schedule: list[Any],
+                    columns: list[ColumnBody]) -> MixOrderKernelBase:
+        plan: LaunchPlan = node.plan
+        features_mod = importlib.import_module("torch_npu._inductor.codegen.npu_kernel_features")
+        features = features_mod.NPUKernelFeatures(
+            [*node_schedule, *(cb.owner for cb in columns)], node.M, node.N)
+        kernel_cls = kernel_class_for(scheduling.kernel_type)
+        return kernel_cls({"x": node.M, "r": node.N}, features=features,
+                          override_persistent_reduction=not plan.column_tiled,
+                          plan=plan, flavor=get_flavor(plan.target))
+
+    def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
+                      kernel: Any) -> str:
+        """torch_npu's front-end check first (triton-ascend parses the kernel, as for its
+        own kernels; a failure falls back), then its define_kernel, which returns
+        (name, source) and keys the wrapper's cache by (source, graph hash)."""
+        scheduling.make_ttir_for_check(src_code)
+        name, _ = scheduling.define_kernel(src_code, node_schedule, kernel, None)
+        return name
+
+
+ADAPTER = NpuKernelAdapter()
+
+
+def adapter_for(scheduling: Any) -> KernelAdapter | None:
+    """The adapter for a device's Triton scheduling, when it is torch_npu's."""
+    return ADAPTER if npu.backend_of(scheduling) in npu.SUPPORTED_BACKENDS else None

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The fused kernels through torch_npu's emulated default backend, checked four ways:
+# fused on torch_npu's kernel class, gradients vs float64 in triton-ascend's interpreter,
+# lowered by triton-ascend (make_ttir, ttir_to_linalg), UB planned by bishengir-compile
+# (910B3 and Ascend950). See tests/ascend/check_npu.py. Builds the npu venv when needed
+# (tests/ascend/setup_npu_venv.sh; $NPU_VENV, default <repo>/.npu-venv).
+#
+#   bash tests/ascend/check_npu.sh [check_npu.py options]
+#
+# Last line: `npu: K fused through torch_npu, K numerics ok, K lowered, K ub-planned, F failed`;
+# exits non-zero unless F = 0.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+start=$(date +%s)
+python="$(NPU_VENV="${NPU_VENV:-$root/.npu-venv}" bash "$here/setup_npu_venv.sh" | tail -n1)"
+export CHECK_NPU_SETUP_S=$(( $(date +%s) - start ))
+cd "$root"
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" TRITON_INTERPRET=1 \
+  TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 "$python" "$here/check_npu.py" "$@"
