@@ -241,6 +241,24 @@ def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[An
     return sizes, body
 
 
+def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,
+                   store: bool) -> list[Any]:
+    """The index expressions at which a LoopBody loads (or stores) `buffer`, with its loop
+    variables replaced by `args` (one list per range group, as the body is called)."""
+    from torch._inductor.loop_body import MemoryUsageType
+
+    exprs = body.indexing_from_args(args)
+    kinds = (MemoryUsageType.STORE,) if store else (MemoryUsageType.LOAD,)
+    return [exprs[entry.index_name] for kind in kinds for entry in body.memory_usage[kind]
+            if entry.buffer_name == buffer]
+
+
+def loop_body_of(snode: SchedulerNode) -> tuple[tuple[list[Any], list[Any]], Any]:
+    """((iteration sizes, reduction sizes), LoopBody) a scheduler node is generated from."""
+    sizes = snode.get_ranges()
+    return (list(sizes[0]), list(sizes[1])), snode._body
+
+
 def reduction_type_of(snode: SchedulerNode) -> str | None:
     node = snode.node
     if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):

@@ -610,4 +610,5 @@ def _fusion_row(node: Any, kernel: MixOrderKernelMixin, kernel_name: str,
         "workspace_bytes": ws_bytes,
         "bytes_fused": node.shape.total_bytes + 2 * ws_bytes,
         "bytes_unfused": node.shape.unfused_bytes,
+        **node.table_fields,
     }

@@ -1,4 +1,8 @@
-"""The scheduler pass: match, check, plan, convert — and fall back on any failure."""
+"""The scheduler pass: match (legality inside), plan, convert — and fall back on any failure.
+
+At the end of the pass it logs one line per graph (debug) with the norms found, fused and
+declined, and counts them (``inductor_ext.coverage``).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,13 @@ from .. import compat, metrics
 from .. import config as ext_config
 from ..codegen.flavor import LaunchPlan, ShapeInfo, flavor_for
 from ..compat import BaseSchedulerNode, V
+from ..coverage import GraphCoverage
 from ..logs import log
-from . import legality
+from .assign import find_candidates
 from .convert import convert
-from .match import Candidate, cast_consumer, find_candidates
+from .deps import KernelGraph
+from .match import Candidate, cast_consumer
+from .origin import Attribution
 
 _warned: set[str] = set()
 
@@ -27,21 +34,37 @@ def _warn_once(key: str, msg: str, *args: Any) -> None:
         log.debug(msg, *args)
 
 
-def decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
+def decline(names: str, M: Any, N: Any, reason: str, detail: str,
+            attribution: Attribution | None = None,
+            coverage: GraphCoverage | None = None) -> None:
     """Count, log and (if the table is on) record one declined candidate."""
-    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id())
-    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s", names, M, N, reason, detail)
+    fields = attribution.reject_fields() if attribution is not None else {}
+    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),
+                          **fields)
+    if coverage is not None:
+        coverage.add_declined(attribution.norms if attribution is not None else [], reason)
+    where = f" [{fields['modules']}]" if fields.get("modules") else ""
+    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s%s", names, M, N, reason, detail,
+              where)
 
 
 def graph_id() -> str:
-    """The compile id of the graph being compiled (e.g. '0/0'), for the tables."""
+    """The graph being compiled, for the tables: its compile id and, inside a training
+    compile (whose forward and backward share that id), which of the two it is
+    (e.g. '0/0 backward')."""
     try:
         from torch._guards import CompileContext
 
         cid = CompileContext.current_compile_id()
-        return "" if cid is None else str(cid)
+        gid = "" if cid is None else str(cid)
     except Exception:
-        return ""
+        gid = ""
+    try:
+        graph = V.graph
+        part = "backward" if graph.is_backward else "" if graph.is_inference else "forward"
+    except Exception:
+        part = ""
+    return f"{gid} {part}".strip()
 
 
 def _hint(expr: Any) -> int:
@@ -89,26 +112,17 @@ def shape_info(cand: Candidate) -> ShapeInfo:
 
 
 def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined."""
-    reason = legality.check_graph(cand) or legality.check_backend(cand)
-    if reason:
-        return None, None, reason, ""
-    accepted = []
-    for col in cand.columns:
-        bad = legality.check_column(cand, col, accepted)
-        if bad:
-            decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad)
-        else:
-            accepted.append(col)
-    if not accepted:
-        return None, None, "", ""
-    cand.columns = accepted
+    """(plan, shape, reason, detail); plan is None when the group is declined. Legality was
+    settled by matching; what is left depends on the whole group (tiles, profitability)."""
     shape = shape_info(cand)
     flavor = flavor_for(shape.device, ext_config.target)
     ok, why = flavor.fits(shape)
     if not ok:
         return None, shape, "not_persistent", why
     plan = flavor.plan(shape, ext_config.split_size)
+    if plan.column_tiled and any(col.row_reads for col in cand.columns):
+        return None, shape, "not_persistent", ("a column reduction reads what the row side "
+                                               "computes, which needs the whole row at once")
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
@@ -124,32 +138,75 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
     sched = compat.scheduler_of(nodes)
     if sched is None:
         return nodes
+    coverage = GraphCoverage(graph_id())
     try:
-        candidates = find_candidates(nodes)
+        matching = find_candidates(nodes)
     except Exception as exc:  # matching must never break a compile
         _warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
                    exc)
-        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}")
+        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}", coverage=coverage)
+        _finish(coverage)
         return nodes
+    for d in matching.declines:
+        decline(d.names, d.M, d.N, d.reason, d.detail, d.attribution, coverage)
     from ..codegen.backend import install_backend_wrapper
 
-    for cand in candidates:
+    inner_ops = {op for cand in matching.groups for op in cand.inner.get_operation_names()}
+    graph: KernelGraph | None = None  # the schedule as converted so far
+    for cand in matching.groups:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
         try:
             plan, shape, reason, detail = plan_candidate(cand)
             if plan is None:
                 if reason:
-                    decline(cand.describe(), cand.M, cand.N, reason, detail)
+                    decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
+                            coverage)
+                continue
+            graph = graph if graph is not None else KernelGraph(nodes)
+            for col in cand.columns:
+                col.cast = _free_cast(sched, col, inner_ops)
+            ops = set(cand.inner.get_operation_names())
+            for col in cand.columns:
+                ops |= col.operation_names() | ({col.cast.get_name()} if col.cast else set())
+            # Matching kept the groups acyclic all together; a group declined above puts
+            # its columns back, which can close a cycle through the ones still to come.
+            via = graph.cycle_through(ops)
+            if via is not None:
+                decline(cand.describe(), cand.M, cand.N, "producer_consumer",
+                        f"would run both before and after {via}", cand.attribution, coverage)
                 continue
             install_backend_wrapper(sched, cand.inner.get_device())
-            for col in cand.columns:
-                col.cast = cast_consumer(sched, col)
             nodes = convert(sched, nodes, cand, plan, shape)
-            log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
-                      cand.M, cand.N, plan)
+            graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
+            attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
+            metrics.record_columns(attribution.norm_columns, attribution.other_columns)
+            coverage.add_fused(attribution.norms, attribution.other_columns)
+            log.debug("inductor_ext: fused %s (M=%s, N=%s) [%s] plan=%s", cand.describe(),
+                      cand.M, cand.N, " ".join(attribution.modules), plan)
         except Exception as exc:
             _warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
                        "schedule: %s", cand.describe(), exc)
-            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc))
+            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc),
+                    cand.attribution, coverage)
+    _finish(coverage)
     return nodes
+
+
+def _free_cast(sched: Any, col: Any, inner_ops: set[str]) -> Any:
+    """The cast the final step may write (`cast_consumer`), unless that node belongs to a
+    group's row side or to a kernel this pass already fused."""
+    from .node import MixOrderNode
+
+    cast = cast_consumer(sched, col)
+    if cast is None or cast.get_name() in inner_ops:
+        return None
+    holder = sched.name_to_fused_node.get(cast.get_name())
+    return None if isinstance(holder, MixOrderNode) else cast
+
+
+def _finish(coverage: GraphCoverage) -> None:
+    """Count the graph's norms and log its one-line summary."""
+    metrics.record_norms(len(coverage.found), len(coverage.fused),
+                         coverage.declined_by_reason())
+    log.debug("inductor_ext: %s", coverage.line())
