@@ -9,7 +9,7 @@ setup(
     python_requires=">=3.10",
     install_requires=["torch>=2.11,<2.15"],
     extras_require={
-        "test": ["pytest", "hypothesis", "numpy", "matplotlib"],
+        "test": ["pytest", "hypothesis", "numpy", "matplotlib", "transformers"],
         "plot": ["matplotlib"],
     },
     entry_points={"torch.backends": ["inductor_ext = inductor_ext_autoload:load"]},
