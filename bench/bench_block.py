@@ -18,13 +18,20 @@ import argparse
 import csv
 import math
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, FLUSH_MODES, Block, GraphTimer, has_upstream_mix_order  # noqa: E402
+from common import (  # noqa: E402
+    DTYPES,
+    FLUSH_MODES,
+    Block,
+    GraphTimer,
+    has_upstream_mix_order,
+    interleaved_us,
+    require_cuda,
+)
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err  # noqa: E402
@@ -50,18 +57,6 @@ def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: Gr
     return graph, fused, [g.detach().clone() for g in grads]
 
 
-def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
-                   rounds: int) -> dict[str, float]:
-    """Median over `rounds` of each graph's do_bench time, the variants taking turns (in a
-    rotated order each round), so clock or power drift over the run hits them alike."""
-    names = list(graphs)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(timer.time_us(graphs[name], rep_ms=50))
-    return {n: statistics.median(t) for n, t in times.items()}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="4x2048x2048,2x2048x4096,8x1024x1024")
@@ -72,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5,
                     help="timing rounds, the variants taking turns; the median is reported")
     args = ap.parse_args(argv)
+    require_cuda("bench_block.py")
     dtype = DTYPES[args.dtype]
     timer = GraphTimer(args.flush)
     rows = []
