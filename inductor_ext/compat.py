@@ -242,14 +242,16 @@ def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[An
 
 
 def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,
-                   store: bool) -> list[Any]:
-    """The index expressions at which a LoopBody loads (or stores) `buffer`, with its loop
-    variables replaced by `args` (one list per range group, as the body is called)."""
+                   kind: str) -> list[Any]:
+    """The index expressions at which a LoopBody accesses `buffer` (`kind`: "load",
+    "store" or "store_reduction"), its loop variables replaced by `args` (one list per
+    range group, as the body is called)."""
     from torch._inductor.loop_body import MemoryUsageType
 
+    usage = {"load": MemoryUsageType.LOAD, "store": MemoryUsageType.STORE,
+             "store_reduction": MemoryUsageType.STORE_REDUCTION}[kind]
     exprs = body.indexing_from_args(args)
-    kinds = (MemoryUsageType.STORE,) if store else (MemoryUsageType.LOAD,)
-    return [exprs[entry.index_name] for kind in kinds for entry in body.memory_usage[kind]
+    return [exprs[entry.index_name] for entry in body.memory_usage[usage]
             if entry.buffer_name == buffer]
 
 

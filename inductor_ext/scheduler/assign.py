@@ -12,8 +12,9 @@ Columns are taken in the order of their best row's preference. A norm's dx + dw 
 dw + dx-sum are the same two nodes in the two orientations; the preferred orientation is
 tried first and, once fused, leaves the other nothing to do. A column that joins no row is
 declined once, against the pair it is really about: the failure of its best legal pair, or
-else its best pair's own reason. Only the preferred orientation of a shape is reported
-(the other orientation's columns are the same reductions seen the other way round).
+else its best pair's own reason. A column inside a row reduction that ranks better than
+every row it could join is the swapped view of a pair (a dx-sum seen from its dw, a
+recomputed forward statistic seen from a dw) and is not reported itself.
 """
 
 from __future__ import annotations
@@ -204,10 +205,7 @@ def _declines(rows: list[_Row], columns: list[_Column],
               groups: list[Candidate]) -> list[Decline]:
     inner_ops = {op for g in groups for op in g.inner.get_operation_names()}
     absorbed = {op for g in groups for col in g.columns for op in col.operation_names()}
-    best_rank: dict[tuple[str, str], tuple[Any, ...]] = {}
-    for row in rows:
-        key = (str(row.M), str(row.N))
-        best_rank[key] = min(best_rank.get(key, row.rank), row.rank)
+    row_of = {op: row for row in rows for op in row.ops}
     declines: list[Decline] = []
     reported_row_ops: set[str] = set()
     no_shared: dict[tuple[str, str], Decline] = {}
@@ -217,8 +215,9 @@ def _declines(rows: list[_Row], columns: list[_Column],
     for c in order:
         if c.ops & (inner_ops | absorbed | reported_row_ops):
             continue  # fused, the row side of a group, or the other side of a reported pair
-        if not _preferred(c, best_rank):
-            continue
+        own = next((row_of[op] for op in c.ops if op in row_of), None)
+        if own is not None and own.rank < min(p.row.rank for p in c.pairs):
+            continue  # the swapped view of a pair whose preferred view is reported
         pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
         if reason == "unsupported_backend":
             if backend_reported:
@@ -236,15 +235,6 @@ def _declines(rows: list[_Row], columns: list[_Column],
     # happened at that shape (a square forward graph's row reductions all match it).
     declines += [d for cls, d in no_shared.items() if cls not in decided]
     return declines
-
-
-def _preferred(c: _Column, best_rank: dict[tuple[str, str], tuple[Any, ...]]) -> bool:
-    """Whether `c`'s rows are the preferred orientation of their shape."""
-    M, N = str(c.col.rnumel), str(c.col.numel)
-    if M == N:
-        return True
-    own, other = best_rank.get((M, N)), best_rank.get((N, M))
-    return own is None or other is None or own <= other
 
 
 def _decline(pair: _Pair, c: _Column, reason: str, detail: str) -> Decline:

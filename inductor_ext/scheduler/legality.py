@@ -85,48 +85,56 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction) -> set[str]
     """The buffers through which `col` depends on the row side `inner`, when the fused
     kernel can hand it their values; None when it cannot.
 
-    It can when every op of `inner` that `col` depends on is elementwise and computed before
-    the row reductions (a prologue, such as the RoPE backward that yields a q/k norm's dy,
-    or gradients summed into a norm's dy), and `col` reads each such [M, N] output at the
-    element the row block holds: the producer writes it densely in row-major order and the
-    column reads element (row, column) for its reduction index and output index. Inductor's
-    kernel then passes the stored value on in registers (its store cache)."""
-    subs = inner.get_nodes()
-    reductions = {s.get_name() for s in subs if s.is_reduction()}
-    prologue = {s.get_name(): s for s in subs
-                if not s.is_reduction() and not (set(s.ancestors) & reductions)}
-    needed = inner.get_operation_names() & ancestors_of(col.absorbed)
-    if not needed <= prologue.keys():
-        return None
-    writer = {dep.name: s for s in prologue.values() for dep in s.read_writes.writes}
+    In the persistent kernel every value the row side computes for a row block is in
+    registers when the column partials are accumulated, and Inductor's kernel passes a
+    stored value on to a later load of the same buffer (its store cache). That is right
+    when `col` reads each such buffer at the element the row block holds: an [M, N] buffer
+    written densely in row-major order and read at [row, column] (the column's reduction
+    index, its output index), such as a q/k norm's dy from the RoPE backward or gradients
+    summed into a norm's dy; or an [M] buffer, a row statistic (a reduction of `inner`, or
+    elementwise on one) written per row and read at [row], such as the recomputed rstd of
+    an activation-checkpointed norm. Every op of `inner` that `col` depends on must be
+    reached through those reads (a path through another kernel is a cycle, refused by
+    the caller)."""
+    writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
+    needed = inner.get_operation_names() & ancestors_of(col.absorbed)
     reached = set()
     for name in direct:
-        reached |= {writer[name].get_name()} | (set(writer[name].ancestors) & prologue.keys())
+        reached |= {writer[name].get_name()} | set(writer[name].ancestors)
     if not needed <= reached:
         return None
     M, N = col.rnumel, col.numel
-    if not all(_same_elements(writer[name], col, name, M, N) for name in direct):
+    if not all(_row_block_element(writer[name], col, name, M, N) for name in direct):
         return None
     return direct
 
 
-def _same_elements(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
-                   M: sympy.Expr, N: sympy.Expr) -> bool:
-    """`producer` writes `name` densely in row-major order over [M, N], and `col` reads it
-    at [row, column] (its reduction index, its output index) and nowhere else."""
+def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
+                       M: sympy.Expr, N: sympy.Expr) -> bool:
+    """`producer` writes `name` densely, row-major, over [M, N] or per row over [M], and
+    `col` reads it only at the element of the row block: [row, column], or [row]."""
     (sizes, red_sizes), body = compat.loop_body_of(producer)
-    if red_sizes or not same_size(sympy.Mul(*sizes), M * N):
-        return False
     p_vars = _symbols("mo_p", len(sizes))
-    stores = compat.memory_indices(body, [p_vars, []], name, store=True)
+    q_vars = _symbols("mo_q", len(red_sizes))
+    if producer.is_reduction():
+        if not (same_size(sympy.Mul(*sizes), M) and same_size(sympy.Mul(*red_sizes), N)):
+            return False
+        stores = compat.memory_indices(body, [p_vars, q_vars], name, "store_reduction")
+        per_row = True
+    else:
+        per_row = same_size(sympy.Mul(*sizes), M) and not same_size(M, M * N)
+        if red_sizes or not (per_row or same_size(sympy.Mul(*sizes), M * N)):
+            return False
+        stores = compat.memory_indices(body, [p_vars, q_vars], name, "store")
     if len(stores) != 1 or sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
         return False
     (iter_sizes, col_red_sizes), col_body = column_loop_body(col)
     c_vars = _symbols("mo_c", len(iter_sizes))
     r_vars = _symbols("mo_r", len(col_red_sizes))
-    loads = compat.memory_indices(col_body, [c_vars, r_vars], name, store=False)
-    expected = N * _flat(r_vars, col_red_sizes) + _flat(c_vars, iter_sizes)
+    loads = compat.memory_indices(col_body, [c_vars, r_vars], name, "load")
+    row = _flat(r_vars, col_red_sizes)
+    expected = row if per_row else N * row + _flat(c_vars, iter_sizes)
     return bool(loads) and all(sympy.expand(e - expected) == 0 for e in loads)
 
 

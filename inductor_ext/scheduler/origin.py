@@ -7,16 +7,22 @@ carry the forward module stack as ``fwd_nn_module_stack`` (forward ones as
 ``original_aten``. A reduction counts as a norm's (kind ``"norm"``) when it is a gradient
 (backward metadata) of a module whose class name contains "Norm", or of an ATen norm
 backward op. Anything else that rides along (a Linear's bias grad, a recomputed forward
-statistic) is ``"other"``.
+statistic) is ``"other"``. When Dynamo compiled the norm's own ``forward`` as a frame (after
+a graph break), the nodes carry no module stack; the class is then read from the source
+(the class around the stack trace's innermost line).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+import torch
 
 #: ATen reductions whose FX nodes name a reduction (in `origins`, which also holds the
 #: pointwise ops inlined into the same buffer).
@@ -69,6 +75,8 @@ def of_fx(fx_node: Any) -> Origin:
         type_name = cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
         module = module or type_name
     aten = str(meta.get("original_aten") or "")
+    if not type_name:
+        type_name = _enclosing_class(*_innermost_frame(meta.get("stack_trace")))
     norm_module = backward and "norm" in type_name.lower()
     norm_op = "norm_backward" in aten and ("layer_norm" in aten or "rms_norm" in aten)
     return Origin(module=module, source=_source(meta.get("stack_trace")),
@@ -109,15 +117,46 @@ def clean_module_path(path: str) -> str:
     return re.sub(r"\.+", ".", path).strip(".")
 
 
+def _innermost_frame(stack_trace: Any) -> tuple[str, int]:
+    """(file, line) of the innermost frame of a stack trace (('', 0) if none)."""
+    frames = _FRAME.findall(str(stack_trace or ""))
+    return (frames[-1][0], int(frames[-1][1])) if frames else ("", 0)
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def _source(stack_trace: Any) -> str:
-    """The innermost user frame of a stack trace as "file.py:123"."""
-    if not stack_trace:
-        return ""
-    frames = _FRAME.findall(str(stack_trace))
+    """The innermost frame of a stack trace outside torch itself (the user's call of an
+    `nn.RMSNorm`, not its forward) as "file.py:123"; the innermost one if all are."""
+    frames = _FRAME.findall(str(stack_trace or ""))
     if not frames:
         return ""
-    path, line = frames[-1]
+    outside = [f for f in frames if not os.path.abspath(f[0]).startswith(_TORCH_DIR)]
+    path, line = (outside or frames)[-1]
     return f"{os.path.basename(path)}:{line}".replace(" ", "_")
+
+
+def _enclosing_class(path: str, line: int) -> str:
+    """Name of the innermost class whose body holds `line` of `path` ('' if none)."""
+    best = ""
+    for name, start, end in _classes(path):
+        if start <= line <= end:
+            best = name  # ast.walk visits outer classes first
+    return best
+
+
+@functools.lru_cache(maxsize=64)
+def _classes(path: str) -> tuple[tuple[str, int, int], ...]:
+    if not path or not os.path.isfile(path):
+        return ()
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple((n.name, n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                 if isinstance(n, ast.ClassDef))
 
 
 @dataclasses.dataclass

@@ -48,10 +48,15 @@ def trivial_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[TrivialReduct
         for sub in node.get_nodes():
             fx_nodes = [fx for fx in getattr(sub.node, "origins", ()) or ()
                         if origin.is_reduction_op(fx)]
-            if sub.is_reduction():
-                looped.update(fx_nodes)
-            else:
-                for fx in fx_nodes:
+            sizes = numels(sub) if sub.is_reduction() else None
+            for fx in fx_nodes:
+                # A reduction node also lists the reductions inlined into its body (a
+                # recomputed mean over one element): only its own shape has a loop.
+                fx_sizes = _static_sizes(fx)
+                if sizes is not None and (fx_sizes is None or (
+                        same_size(sizes[0], fx_sizes[0]) and same_size(sizes[1], fx_sizes[1]))):
+                    looped.add(fx)
+                else:
                     holders[fx].append(sub)
     found = []
     for fx, subs in holders.items():

@@ -106,7 +106,8 @@ def _transformers_model(name: str, s: Size, tanh: bool) -> Workload:
     decoder = {"hidden_size": s.hidden, "intermediate_size": s.ffn,
                "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
                "num_key_value_heads": s.kv_heads, "vocab_size": s.vocab,
-               "max_position_embeddings": max(64, 2 * s.seq), "attention_dropout": 0.0}
+               "max_position_embeddings": max(64, 2 * s.seq), "attention_dropout": 0.0,
+               "use_cache": False}
     if name == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(**decoder))
     elif name == "qwen2":
@@ -122,7 +123,7 @@ def _transformers_model(name: str, s: Size, tanh: bool) -> Workload:
         model = tf.GPT2LMHeadModel(tf.GPT2Config(
             n_embd=s.hidden, n_layer=s.layers, n_head=s.heads, n_inner=s.ffn,
             vocab_size=s.vocab, n_positions=max(64, 2 * s.seq), resid_pdrop=0.0,
-            embd_pdrop=0.0, attn_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
             **({} if tanh else {"activation_function": "gelu"})))
     elif name == "bert":
         model = tf.BertForMaskedLM(tf.BertConfig(
@@ -134,7 +135,7 @@ def _transformers_model(name: str, s: Size, tanh: bool) -> Workload:
         model = tf.T5ForConditionalGeneration(tf.T5Config(
             d_model=s.hidden, d_kv=head_dim, d_ff=s.ffn, num_layers=s.layers,
             num_decoder_layers=s.layers, num_heads=s.heads, vocab_size=s.vocab,
-            dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0))
+            dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, use_cache=False))
     ids = torch.randint(1, s.vocab, (s.batch, s.seq))
     inputs = {"input_ids": ids, "labels": ids.clone()}
 
