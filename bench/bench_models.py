@@ -112,7 +112,8 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
 
         ctx.enter_context(cpu_interpret())
     ctx.enter_context(torch._inductor.config.patch(
-        {**compile_options(variant), "fx_graph_cache": False, "autograd_cache": False}))
+        {**compile_options(variant), "fx_graph_cache": False}))
+    ctx.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
     ctx.enter_context(inductor_ext.config.patch(always_fuse=args.always_fuse))
     result = Result(row)
     with ctx:
@@ -157,6 +158,7 @@ def bench_model(name: str, args: argparse.Namespace, size: models.Size,
         except Exception as exc:  # one broken variant does not end the run
             results[variant] = Result({"model": name, "device": args.device,
                                        "dtype": args.dtype, "variant": variant,
+                                       "norms_total": len(work.norm_modules()),
                                        "error": f"{type(exc).__name__}: {exc}"[:300]})
     if timer is not None:
         graphs = {v: r.graph for v, r in results.items() if r.graph is not None}

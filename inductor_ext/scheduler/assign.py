@@ -39,6 +39,7 @@ from .match import (
     row_reduction_nodes,
     same_size,
     shared_matrices,
+    size_hint,
 )
 from .trivial import shape_class, trivial_declines
 
@@ -102,8 +103,13 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> Matching:
     """Groups of one row reduction and the column reductions that legally join it, and a
     decline for every other column reduction that has a row reduction of the swapped shape."""
     rows = _rows(nodes)
+    by_shape: dict[tuple[int, int], list[_Row]] = {}
+    for row in rows:  # compared exactly below; the hints only narrow the search
+        by_shape.setdefault((size_hint(row.M), size_hint(row.N)), []).append(row)
     all_columns = column_reductions(nodes)
-    columns = [_column(j, col, rows) for j, col in enumerate(all_columns)]
+    columns = [_column(j, col, by_shape.get((size_hint(col.rnumel), size_hint(col.numel)),
+                                            []))
+               for j, col in enumerate(all_columns)]
     columns = [c for c in columns if c.pairs]
     groups = _assign(nodes, columns)
     declines = _declines(rows, columns, groups)
@@ -128,6 +134,7 @@ def _rows(nodes: Sequence[BaseSchedulerNode]) -> list[_Row]:
 
 def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
     ops = col.operation_names()
+    col_ancestors: set[str] | None = None
     pairs = []
     for row in rows:
         if not (same_size(col.numel, row.N) and same_size(col.rnumel, row.M)) or ops & row.ops:
@@ -139,7 +146,9 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
             continue
         pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason)
         if pair.reason is None:
-            bad = legality.check_pair(row.node, col, row.ancestors)
+            if col_ancestors is None:
+                col_ancestors = legality.ancestors_of(col.absorbed)
+            bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors)
             if bad:
                 pair.reason, pair.detail = bad
         pairs.append(pair)

@@ -64,10 +64,11 @@ def check_column(candidate: Candidate, col: ColumnReduction,
             or check_together(col, accepted))
 
 
-def check_pair(inner: BaseSchedulerNode, col: ColumnReduction,
-               inner_ancestors: set[str]) -> tuple[str, str] | None:
+def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
+               col_ancestors: set[str] | None = None) -> tuple[str, str] | None:
     """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
-    `inner_ancestors` is ``ancestors_of(inner.get_nodes())`` (callers keep it per row)."""
+    `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
+    per row and column)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
     dtype = _column_src_dtype(col)
@@ -75,7 +76,9 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction,
         return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
     if col.operation_names() & inner_ancestors:
         return "producer_consumer", f"{inner.get_name()} needs {col.out_name}"
-    if inner.get_operation_names() & ancestors_of(col.absorbed) and \
+    if col_ancestors is None:
+        col_ancestors = ancestors_of(col.absorbed)
+    if inner.get_operation_names() & col_ancestors and \
             row_outputs_read(inner, col) is None:
         return "producer_consumer", f"{col.out_name} needs {inner.get_name()}"
     return None

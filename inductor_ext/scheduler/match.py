@@ -188,7 +188,7 @@ def row_preference(node: BaseSchedulerNode) -> tuple[bool, int, bool, int]:
     hints = {_hint_name(s) for s in node.get_nodes() if s.is_reduction()}
     rank = 2 if hints & {"OUTER", "OUTER_TINY"} else 0 if "INNER" in hints else 1
     return (not isinstance(rnumel, (int, sympy.Integer)), rank,
-            not _has_matrix_epilogue(node, numel * rnumel), -_hint_of(numel))
+            not _has_matrix_epilogue(node, numel * rnumel), -size_hint(numel))
 
 
 def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
@@ -204,7 +204,7 @@ def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
     return False
 
 
-def _hint_of(expr: sympy.Expr) -> int:
+def size_hint(expr: sympy.Expr) -> int:
     try:
         return int(V.graph.sizevars.optimization_hint(expr))
     except Exception:
@@ -227,7 +227,7 @@ def nbytes(name: str) -> int:
     """Bytes of a graph buffer at its size hint (0 if unknown)."""
     try:
         buf = V.graph.get_buffer(name)
-        return _hint_of(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
+        return size_hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
     except Exception:
         return 0
 

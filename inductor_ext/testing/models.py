@@ -123,7 +123,7 @@ def _transformers_model(name: str, s: Size, tanh: bool) -> Workload:
         model = tf.GPT2LMHeadModel(tf.GPT2Config(
             n_embd=s.hidden, n_layer=s.layers, n_head=s.heads, n_inner=s.ffn,
             vocab_size=s.vocab, n_positions=max(64, 2 * s.seq), resid_pdrop=0.0,
-            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+            embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False, bos_token_id=0, eos_token_id=0,
             **({} if tanh else {"activation_function": "gelu"})))
     elif name == "bert":
         model = tf.BertForMaskedLM(tf.BertConfig(
