@@ -18,7 +18,6 @@ import argparse
 import csv
 import math
 import os
-import statistics
 import sys
 
 import torch
@@ -30,6 +29,7 @@ from common import (  # noqa: E402
     Block,
     GraphTimer,
     has_upstream_mix_order,
+    interleaved_us,
     require_cuda,
 )
 
@@ -55,18 +55,6 @@ def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: Gr
     _, grads, graph = timer.run(step)
     fused = inductor_ext.metrics.mix_order_kernels
     return graph, fused, [g.detach().clone() for g in grads]
-
-
-def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
-                   rounds: int) -> dict[str, float]:
-    """Median over `rounds` of each graph's do_bench time, the variants taking turns (in a
-    rotated order each round), so clock or power drift over the run hits them alike."""
-    names = list(graphs)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(timer.time_us(graphs[name], rep_ms=50))
-    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import torch  # noqa: E402
-from common import Block  # noqa: E402
+from common import Block, require_cuda  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.codegen import backend as backend_mod  # noqa: E402
@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args()
+    if args.device == "cuda":
+        require_cuda("bench_compile_time.py --device cuda")
     ctx = contextlib.nullcontext()
     if args.device == "cpu":
         from inductor_ext.testing import cpu_interpret

@@ -4,6 +4,7 @@ method every variant goes through (see bench/README.md)."""
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -195,6 +196,18 @@ class GraphTimer:
         # do_bench empties the L2 through driver.active.clear_cache before each replay.
         with mock.patch.object(driver.active, "clear_cache", self._clear):
             return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
+
+
+def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
+                   rounds: int) -> dict[str, float]:
+    """Median over `rounds` of each graph's do_bench time, the variants taking turns (in a
+    rotated order each round), so clock or power drift over the run hits them alike."""
+    names = list(graphs)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(timer.time_us(graphs[name], rep_ms=50))
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> None:

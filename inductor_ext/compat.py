@@ -314,6 +314,26 @@ def is_strict_reduction(snode: Any) -> bool:
         getattr(data, field, None) is not None for field in _STRICT_RBLOCK_FIELDS)
 
 
+def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,
+                   kind: str) -> list[Any]:
+    """The index expressions at which a LoopBody accesses `buffer` (`kind`: "load",
+    "store" or "store_reduction"), its loop variables replaced by `args` (one list per
+    range group, as the body is called)."""
+    from torch._inductor.loop_body import MemoryUsageType
+
+    usage = {"load": MemoryUsageType.LOAD, "store": MemoryUsageType.STORE,
+             "store_reduction": MemoryUsageType.STORE_REDUCTION}[kind]
+    exprs = body.indexing_from_args(args)
+    return [exprs[entry.index_name] for entry in body.memory_usage[usage]
+            if entry.buffer_name == buffer]
+
+
+def loop_body_of(snode: SchedulerNode) -> tuple[tuple[list[Any], list[Any]], Any]:
+    """((iteration sizes, reduction sizes), LoopBody) a scheduler node is generated from."""
+    sizes = snode.get_ranges()
+    return (list(sizes[0]), list(sizes[1])), snode._body
+
+
 def reduction_type_of(snode: SchedulerNode) -> str | None:
     node = snode.node
     if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, ir.Reduction):

@@ -23,17 +23,31 @@ def warn_once(key: str, msg: str, *args: Any) -> None:
 
 
 def graph_id() -> str:
-    """The compile id of the graph being compiled (e.g. '0/0'), for the tables."""
+    """The graph being compiled, for the tables: its compile id and, inside a training
+    compile (whose forward and backward share that id), which of the two it is
+    (e.g. '0/0 backward')."""
     try:
         from torch._guards import CompileContext
 
         cid = CompileContext.current_compile_id()
-        return "" if cid is None else str(cid)
+        gid = "" if cid is None else str(cid)
     except Exception:
-        return ""
+        gid = ""
+    try:
+        from torch._inductor.virtualized import V
+
+        graph = V.graph
+        part = "backward" if graph.is_backward else "" if graph.is_inference else "forward"
+    except Exception:
+        part = ""
+    return f"{gid} {part}".strip()
 
 
-def decline(names: str, M: Any, N: Any, reason: str, detail: str) -> None:
-    """Count, log and (if the table is on) record one declined candidate."""
-    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id())
-    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s", names, M, N, reason, detail)
+def decline(names: str, M: Any, N: Any, reason: str, detail: str, **fields: Any) -> None:
+    """Count, log and (if the table is on) record one declined candidate; `fields` are the
+    reject table's columns in the user's terms (norms, kind, modules, source)."""
+    metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),
+                          **fields)
+    where = f" [{fields['modules']}]" if fields.get("modules") else ""
+    log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s%s", names, M, N, reason, detail,
+              where)

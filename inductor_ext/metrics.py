@@ -3,8 +3,11 @@
 Counters live in ``torch._dynamo.utils.counters["inductor"]`` under ``inductor_ext_*`` keys.
 Inductor stores the change of those counters with each FX-graph cache entry and replays it
 on a hit, so a warm cache reports the same fused kernels and declines as a cold compile.
-Read them as ``inductor_ext.metrics.mix_order_kernels`` (int) and
-``inductor_ext.metrics.rejected_pairs`` (Counter by reason).
+Read them as ``inductor_ext.metrics.mix_order_kernels`` (int),
+``inductor_ext.metrics.rejected_pairs`` (Counter by reason), ``fused_columns`` (Counter:
+"norm" for a norm's dw/db, "other" for column reductions that rode along, such as a
+Linear's bias grad) and ``norms`` / ``norms_declined`` (per graph: norms found, fused and
+declined, the last by reason; see ``inductor_ext.coverage``).
 
 Tables are Inductor ``MetricTable``s (registered when inductor_ext is imported), enabled by
 ``TORCHINDUCTOR_ENABLED_METRIC_TABLES`` / ``torch._inductor.config.enabled_metric_tables``
@@ -30,14 +33,20 @@ REASONS = (
     "not_persistent",
     "dynamic_n",
     "no_shared_input",
+    "partner_taken",
+    "trivial_reduction",
     "not_profitable",
     "unsupported_backend",
     "cpp_wrapper",
     "internal_error",
 )
 
+_PREFIX = "inductor_ext_"
 _KERNELS_KEY = "inductor_ext_mix_order_kernels"
 _REJECT_PREFIX = "inductor_ext_rejected_"
+_COLUMNS_PREFIX = "inductor_ext_fused_columns_"
+_NORMS_PREFIX = "inductor_ext_norms_"
+_NORMS_DECLINED_PREFIX = "inductor_ext_norms_declined_"
 
 FUSION_TABLE = "mix_order_fusion"
 REJECT_TABLE = "mix_order_reject"
@@ -49,8 +58,13 @@ TABLE_COLUMNS: dict[str, list[str]] = {
         "input_dtypes", "num_partials", "target", "programs", "block_m", "split_size",
         "workspace_bytes", "bytes_fused", "bytes_unfused", "model_fuses", "model_detail",
         "shape_info",
+        # in the user's terms (scheduler/origin.py): the norms this kernel fuses (module
+        # names, else source lines), its norm and other column reductions, every module
+        # and forward source line of its reductions
+        "norms", "norm_columns", "other_columns", "modules", "source",
     ],
-    REJECT_TABLE: ["graph_id", "nodes", "M", "N", "reason", "detail"],
+    REJECT_TABLE: ["graph_id", "nodes", "M", "N", "reason", "detail",
+                   "norms", "kind", "modules", "source"],
     BENCH_TABLE: ["op", "shape", "dtype", "variant", "time_us", "tbps", "copy_fraction"],
 }
 
@@ -89,21 +103,30 @@ def _add_row(name: str, row_fn: Callable[[], dict[str, Any]]) -> None:
     table.add_row(typed_row)
 
 
+def _by_prefix(prefix: str, exclude: str | None = None) -> collections.Counter[str]:
+    return collections.Counter({
+        key[len(prefix):]: count for key, count in counters["inductor"].items()
+        if key.startswith(prefix) and count and not (exclude and key.startswith(exclude))})
+
+
 def __getattr__(name: str) -> Any:
     if name == "mix_order_kernels":
         return counters["inductor"][_KERNELS_KEY]
     if name == "rejected_pairs":
-        return collections.Counter({
-            key[len(_REJECT_PREFIX):]: count
-            for key, count in counters["inductor"].items()
-            if key.startswith(_REJECT_PREFIX) and count})
+        return _by_prefix(_REJECT_PREFIX)
+    if name == "fused_columns":
+        return _by_prefix(_COLUMNS_PREFIX)
+    if name == "norms":
+        return _by_prefix(_NORMS_PREFIX, exclude=_NORMS_DECLINED_PREFIX)
+    if name == "norms_declined":
+        return _by_prefix(_NORMS_DECLINED_PREFIX)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reset() -> None:
     """Zero our counters (Inductor's own counters are left alone)."""
     inductor = counters["inductor"]
-    for key in [k for k in inductor if k == _KERNELS_KEY or k.startswith(_REJECT_PREFIX)]:
+    for key in [k for k in inductor if k.startswith(_PREFIX)]:
         del inductor[key]
 
 
@@ -116,13 +139,30 @@ def record_kernel(row: dict[str, Any] | None = None) -> None:
         _add_row(FUSION_TABLE, lambda: row)
 
 
+def record_columns(norm: int, other: int) -> None:
+    """Count the column reductions of one fused kernel: a norm's dw/db apart from others."""
+    counters["inductor"][_COLUMNS_PREFIX + "norm"] += norm
+    counters["inductor"][_COLUMNS_PREFIX + "other"] += other
+
+
+def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
+    """Count one graph's norms: found, fully fused, and declined by reason."""
+    counters["inductor"][_NORMS_PREFIX + "found"] += found
+    counters["inductor"][_NORMS_PREFIX + "fused"] += fused
+    counters["inductor"][_NORMS_PREFIX + "declined"] += sum(declined.values())
+    for reason, count in declined.items():
+        counters["inductor"][_NORMS_DECLINED_PREFIX + reason] += count
+
+
 def record_reject(reason: str, nodes: str = "", M: Any = "", N: Any = "",
-                  detail: str = "", graph_id: Any = "") -> None:
+                  detail: str = "", graph_id: Any = "", norms: str = "", kind: str = "",
+                  modules: str = "", source: str = "") -> None:
     if reason not in REASONS:
         raise ValueError(f"unknown decline reason {reason!r}; known: {REASONS}")
     counters["inductor"][_REJECT_PREFIX + reason] += 1
     _add_row(REJECT_TABLE, lambda: {"graph_id": graph_id, "nodes": nodes, "M": M, "N": N,
-                                    "reason": reason, "detail": detail})
+                                    "reason": reason, "detail": detail, "norms": norms,
+                                    "kind": kind, "modules": modules, "source": source})
 
 
 def replayed(counter_deltas: Any) -> dict[str, int]:

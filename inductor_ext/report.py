@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from . import coverage
 from .metrics import BENCH_TABLE, FUSION_TABLE, REJECT_TABLE, TABLE_COLUMNS
 
 
@@ -63,6 +64,10 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
         print(f"  {reason:28s} {count}", file=out)
     print(f"bytes saved (unfused - fused, size hints): {saved} ({saved / 2**20:.1f} MiB)",
           file=out)
+    graphs = coverage.from_tables(fused, rejected)
+    if graphs:
+        print("", file=out)
+        coverage.print_summary(graphs, out)
     if fused:
         print("", file=out)
         cols = ["#", "graph_id", "kernel_name", "M", "N", "input_dtypes", "num_partials",

@@ -74,3 +74,25 @@ def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         module.main()
     assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"
+
+
+def test_bench_models_without_cuda_says_so(monkeypatch, capsys):
+    import bench_models
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exc:
+        bench_models.main(["--device", "cuda"])
+    assert exc.value.code == ("bench_models.py --device cuda needs a CUDA device "
+                              "(torch.cuda.is_available() is False)")
+
+
+def test_bench_models_size_and_names():
+    import bench_models
+
+    from inductor_ext.testing.models import TINY
+
+    assert bench_models.parse_size("hidden=64,layers=1", TINY).hidden == 64
+    with pytest.raises(SystemExit, match="is not one of"):
+        bench_models.parse_size("width=3", TINY)
+    with pytest.raises(SystemExit, match="unknown --models"):
+        bench_models.main(["--device", "cpu", "--models", "llama,resnet"])

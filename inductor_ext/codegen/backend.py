@@ -47,7 +47,8 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
     except Exception as exc:
         warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
                    "Inductor's kernels instead: %s", node.get_name(), exc)
-        decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}")
+        decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}",
+                getattr(node, "attribution", None))
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)

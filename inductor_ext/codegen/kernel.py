@@ -665,4 +665,5 @@ def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,
         "model_fuses": not node.verdict,
         "model_detail": node.verdict,
         "shape_info": json.dumps(node.shape.to_record(), sort_keys=True),
+        **node.table_fields,
     }

@@ -25,7 +25,8 @@ def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidat
     are one MixOrderNode; leftovers of partly absorbed fused nodes stay as their own nodes."""
     absorbed = {id(n) for col in cand.columns for n in col.absorbed}
     absorbed |= {id(col.cast) for col in cand.columns if col.cast is not None}
-    fused = MixOrderNode(sched, cand.inner, cand.columns, cand.M, cand.N, plan, shape)
+    fused = MixOrderNode(sched, cand.inner, cand.columns, cand.M, cand.N, plan, shape,
+                         attribution=cand.attribution)
     fused.verdict = verdict
 
     new_nodes: list[BaseSchedulerNode] = []

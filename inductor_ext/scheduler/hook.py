@@ -1,4 +1,8 @@
-"""The scheduler pass: match, check, plan, convert — and fall back on any failure."""
+"""The scheduler pass: match (legality inside), plan, convert — and fall back on any failure.
+
+At the end of the pass it counts the graph's norms found, fused and declined
+(``inductor_ext.coverage``) and, when the graph had more than one decision, logs them in
+one summary line (debug)."""
 
 from __future__ import annotations
 
@@ -8,16 +12,31 @@ from typing import Any
 import sympy
 import torch
 
-from .. import compat
+from .. import compat, diagnostics, metrics
 from .. import config as ext_config
 from .. import plan as planning
 from ..compat import BaseSchedulerNode, V
-from ..diagnostics import decline, warn_once
+from ..coverage import GraphCoverage
+from ..diagnostics import graph_id, warn_once
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from . import legality
+from .assign import find_candidates
 from .convert import convert
-from .match import Candidate, cast_consumer, find_candidates
+from .deps import KernelGraph
+from .match import Candidate, cast_consumer
+from .origin import Attribution
+
+
+def decline(names: str, M: Any, N: Any, reason: str, detail: str,
+            attribution: Attribution | None = None,
+            coverage: GraphCoverage | None = None) -> None:
+    """Record one declined candidate (diagnostics.decline) with the norms and modules it
+    is about, and count it in the graph's coverage."""
+    fields = attribution.reject_fields() if attribution is not None else {}
+    diagnostics.decline(names, M, N, reason, detail, **fields)
+    if coverage is not None:
+        coverage.add_declined(attribution.norms if attribution is not None else [], reason)
 
 
 def _hint(expr: Any) -> int:
@@ -69,24 +88,21 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_bytes=sum(_nbytes(name)[0] for name in strided))
 
 
-def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined. For a
-    fused group `detail` is the cost model's verdict: "" when it expects fusing to pay,
-    else why not (fused anyway under `always_fuse`; the fusion table records it)."""
-    reason = legality.check_graph(cand)
-    if reason:
-        return None, None, reason, ""
-    bad = legality.check_backend(cand)
-    if bad:
-        return None, None, *bad
+def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
+                   ) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
+    """(plan, shape, reason, detail); plan is None when the group is declined. Legality was
+    settled by matching; what is left depends on the target and the whole group (the
+    accumulator, tiles, profitability). For a fused group `detail` is the cost model's
+    verdict: "" when it expects fusing to pay, else why not (fused anyway under
+    `always_fuse`; the fusion table records it)."""
     device = cand.inner.get_device()
     planner = planning.planner_for(planning.target_for(device, ext_config.target))
     accepted = []
-    for col in cand.columns:
-        bad = (legality.check_column(cand, col, accepted)
-               or legality.check_accumulator(col, planner.target, planner.accumulator_dtypes))
+    for col in cand.columns:  # matching settled legality; the accumulator is the target's
+        bad = legality.check_accumulator(col, planner.target, planner.accumulator_dtypes)
         if bad:
-            decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad)
+            decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad,
+                    cand.attribution, coverage)
         else:
             accepted.append(col)
     if not accepted:
@@ -100,6 +116,9 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if not ok:
         return None, shape, "not_persistent", why
     plan = planner.plan(shape, info, tuning, options)
+    if plan.column_tiled and any(col.row_reads for col in cand.columns):
+        return None, shape, "not_persistent", ("a column reduction reads what the row side "
+                                               "computes, which needs the whole row at once")
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
         return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
@@ -114,37 +133,84 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
     sched = compat.scheduler_of(nodes)
     if sched is None:
         return nodes
+    coverage = GraphCoverage(graph_id())
     try:
         unsupported = legality.unsupported_backends(nodes)
         for detail in unsupported:
-            decline("<graph>", "?", "?", "unsupported_backend", detail)
+            decline("<graph>", "?", "?", "unsupported_backend", detail, coverage=coverage)
         if unsupported:
+            _finish(coverage)
             return nodes
-        candidates = find_candidates(nodes)
+        matching = find_candidates(nodes)
     except Exception as exc:  # matching must never break a compile
         warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
-                   exc)
-        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}")
+                  exc)
+        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}", coverage=coverage)
+        _finish(coverage)
         return nodes
+    for d in matching.declines:
+        decline(d.names, d.M, d.N, d.reason, d.detail, d.attribution, coverage)
     from ..codegen.backend import install_backend_wrapper
 
-    for cand in candidates:
+    inner_ops = {op for cand in matching.groups for op in cand.inner.get_operation_names()}
+    graph: KernelGraph | None = None  # the schedule as converted so far
+    for cand in matching.groups:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
         try:
-            plan, shape, reason, detail = plan_candidate(cand)
+            plan, shape, reason, detail = plan_candidate(cand, coverage)
             if plan is None:
                 if reason:
-                    decline(cand.describe(), cand.M, cand.N, reason, detail)
+                    decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
+                            coverage)
+                continue
+            graph = graph if graph is not None else KernelGraph(nodes)
+            for col in cand.columns:
+                col.cast = _free_cast(sched, col, inner_ops)
+            ops = set(cand.inner.get_operation_names())
+            for col in cand.columns:
+                ops |= col.operation_names() | ({col.cast.get_name()} if col.cast else set())
+            # Matching kept the groups acyclic all together; a group declined above puts
+            # its columns back, which can close a cycle through the ones still to come.
+            via = graph.cycle_through(ops)
+            if via is not None:
+                decline(cand.describe(), cand.M, cand.N, "producer_consumer",
+                        f"would run both before and after {via}", cand.attribution, coverage)
                 continue
             install_backend_wrapper(sched, cand.inner.get_device())
-            for col in cand.columns:
-                col.cast = cast_consumer(sched, col)
             nodes = convert(sched, nodes, cand, plan, shape, verdict=detail)
-            log.debug("inductor_ext: fused %s (M=%s, N=%s) plan=%s", cand.describe(),
-                      cand.M, cand.N, plan)
+            graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
+            attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
+            metrics.record_columns(attribution.norm_columns, attribution.other_columns)
+            coverage.add_fused(attribution.norms, attribution.other_columns)
+            where = f" [{' '.join(attribution.modules)}]" if attribution.modules else ""
+            log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan=%s", cand.describe(),
+                      cand.M, cand.N, where, plan)
         except Exception as exc:
             warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
-                       "schedule: %s", cand.describe(), exc)
-            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc))
+                      "schedule: %s", cand.describe(), exc)
+            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc),
+                    cand.attribution, coverage)
+    _finish(coverage)
     return nodes
+
+
+def _free_cast(sched: Any, col: Any, inner_ops: set[str]) -> Any:
+    """The cast the final step may write (`cast_consumer`), unless that node belongs to a
+    group's row side or to a kernel this pass already fused."""
+    from .node import MixOrderNode
+
+    cast = cast_consumer(sched, col)
+    if cast is None or cast.get_name() in inner_ops:
+        return None
+    holder = sched.name_to_fused_node.get(cast.get_name())
+    return None if isinstance(holder, MixOrderNode) else cast
+
+
+def _finish(coverage: GraphCoverage) -> None:
+    """Count the graph's norms; summarise them in one line where the graph had more than
+    one decision (each decision already has its own line)."""
+    metrics.record_norms(len(coverage.found), len(coverage.fused),
+                         coverage.declined_by_reason())
+    if coverage.decisions() > 1:
+        log.debug("inductor_ext: %s", coverage.line())

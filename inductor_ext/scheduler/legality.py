@@ -1,9 +1,12 @@
-"""Decide which candidates the fused kernel can compute correctly, with a reason for each no.
+"""Decide which row/column pairs the fused kernel can compute correctly, with a reason for
+each no. Matching (``assign.py``) asks these per pair, so a column that cannot join one row
+reduction is still offered to the others.
 
 Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 
-- ``producer_consumer``: a path connects the row and the column reduction, so one must
-  finish before the other starts.
+- ``producer_consumer``: a path connects the row and the column reduction (or two columns
+  of the group), so one must finish before the other starts; also when the path runs
+  through another kernel, which would have to run both before and after the fused one.
 - ``unsupported_reduction_type``: the column reduction is not sum/prod/max/min (welford,
   argmax, scans...), or the row side holds a scan/sort, or either side is a strict
   reduction (``config.numerics="strict"``, torch >= 2.14: eager's summation order is kept).
@@ -12,15 +15,20 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
   or the Ascend Unified Buffer) and the column-tiled path cannot take a non-sum partial.
 - ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
 - ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides.
+- ``partner_taken``: the row reductions this column could join are already used by other
+  groups (one of their reductions went into another group as a column).
+- ``trivial_reduction``: one side reduces over so few elements (M or N is 1, or at most
+  Inductor's ``unroll_reductions_threshold``) that Inductor computes it without a
+  reduction loop; there is no reduction to fuse it with.
 - ``not_profitable``: the cost model expects the unfused kernels to be faster.
-- ``unsupported_backend``: the device is not generated through Inductor's Triton backend.
+- ``unsupported_backend``: the device is not generated through Inductor's Triton backend
+  (for example the C++ CPU backend); recorded once per graph.
 - ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.
 - ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import sympy
@@ -29,27 +37,17 @@ import torch
 from .. import backends, compat
 from ..codegen.combine import accumulator_dtype
 from ..compat import BaseSchedulerNode, V, ir
-from .match import Candidate, ColumnReduction
+from .match import ColumnReduction, column_loop_body, same_size
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
 
 
-@dataclasses.dataclass
-class Decline:
-    names: str
-    M: sympy.Expr
-    N: sympy.Expr
-    reason: str
-    detail: str
-
-
-def check_graph(candidate: Candidate) -> str | None:
-    """Reasons that apply to the whole group."""
+def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> str | None:
     if V.graph.cpp_wrapper or getattr(V.graph, "aot_mode", False):
         return "cpp_wrapper"
-    if not isinstance(candidate.N, (int, sympy.Integer)):
+    if not isinstance(N, (int, sympy.Integer)):
         return "dynamic_n"
-    for sub in candidate.inner.get_nodes():
+    for sub in inner.get_nodes():
         node = getattr(sub, "node", None)
         if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, (ir.Scan, ir.Sort)):
             return "unsupported_reduction_type"
@@ -58,9 +56,11 @@ def check_graph(candidate: Candidate) -> str | None:
     return None
 
 
-def check_column(candidate: Candidate, col: ColumnReduction,
-                 accepted: list[ColumnReduction]) -> tuple[str, str] | None:
-    """(reason, detail) if this column reduction cannot join the group."""
+def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
+               col_ancestors: set[str] | None = None) -> tuple[str, str] | None:
+    """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
+    `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
+    per row and column)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
@@ -68,14 +68,93 @@ def check_column(candidate: Candidate, col: ColumnReduction,
     dtype = _column_src_dtype(col)
     if dtype is None or not dtype.is_floating_point:
         return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
+    if col.operation_names() & inner_ancestors:
+        return "producer_consumer", f"{inner.get_name()} needs {col.out_name}"
+    if col_ancestors is None:
+        col_ancestors = ancestors_of(col.absorbed)
+    if inner.get_operation_names() & col_ancestors and \
+            row_outputs_read(inner, col) is None:
+        return "producer_consumer", f"{col.out_name} needs {inner.get_name()}"
+    return None
+
+
+def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction) -> set[str] | None:
+    """The buffers through which `col` depends on the row side `inner`, when the fused
+    kernel can hand it their values; None when it cannot.
+
+    In the persistent kernel every value the row side computes for a row block is in
+    registers when the column partials are accumulated, and Inductor's kernel passes a
+    stored value on to a later load of the same buffer (its store cache). That is right
+    when `col` reads each such buffer at the element the row block holds: an [M, N] buffer
+    written densely in row-major order and read at [row, column] (the column's reduction
+    index, its output index), such as a q/k norm's dy from the RoPE backward or gradients
+    summed into a norm's dy; or an [M] buffer, a row statistic (a reduction of `inner`, or
+    elementwise on one) written per row and read at [row], such as the recomputed rstd of
+    an activation-checkpointed norm. Every op of `inner` that `col` depends on must be
+    reached through those reads (a path through another kernel is a cycle, refused by
+    the caller)."""
+    writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
+    direct = {name for name in col.reads() if name in writer}
+    needed = inner.get_operation_names() & ancestors_of(col.absorbed)
+    reached = set()
+    for name in direct:
+        reached |= {writer[name].get_name()} | set(writer[name].ancestors)
+    if not needed <= reached:
+        return None
+    M, N = col.rnumel, col.numel
+    if not all(_row_block_element(writer[name], col, name, M, N) for name in direct):
+        return None
+    return direct
+
+
+def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
+                       M: sympy.Expr, N: sympy.Expr) -> bool:
+    """`producer` writes `name` densely, row-major, over [M, N] or per row over [M], and
+    `col` reads it only at the element of the row block: [row, column], or [row]."""
+    (sizes, red_sizes), body = compat.loop_body_of(producer)
+    p_vars = _symbols("mo_p", len(sizes))
+    q_vars = _symbols("mo_q", len(red_sizes))
+    if producer.is_reduction():
+        if not (same_size(sympy.Mul(*sizes), M) and same_size(sympy.Mul(*red_sizes), N)):
+            return False
+        stores = compat.memory_indices(body, [p_vars, q_vars], name, "store_reduction")
+        per_row = True
+    else:
+        per_row = same_size(sympy.Mul(*sizes), M) and not same_size(M, M * N)
+        if red_sizes or not (per_row or same_size(sympy.Mul(*sizes), M * N)):
+            return False
+        stores = compat.memory_indices(body, [p_vars, q_vars], name, "store")
+    if len(stores) != 1 or sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
+        return False
+    (iter_sizes, col_red_sizes), col_body = column_loop_body(col)
+    c_vars = _symbols("mo_c", len(iter_sizes))
+    r_vars = _symbols("mo_r", len(col_red_sizes))
+    loads = compat.memory_indices(col_body, [c_vars, r_vars], name, "load")
+    row = _flat(r_vars, col_red_sizes)
+    expected = row if per_row else N * row + _flat(c_vars, iter_sizes)
+    return bool(loads) and all(sympy.expand(e - expected) == 0 for e in loads)
+
+
+def _symbols(prefix: str, n: int) -> list[sympy.Symbol]:
+    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
+
+
+def _flat(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+    """Row-major flat index of `variables` over `sizes`."""
+    out, stride = sympy.Integer(0), sympy.Integer(1)
+    for var, size in reversed(list(zip(variables, sizes))):
+        out += var * stride
+        stride *= size
+    return out
+
+
+def check_together(col: ColumnReduction,
+                   accepted: list[ColumnReduction]) -> tuple[str, str] | None:
+    """(reason, detail) if `col` depends on a column already in the group, or feeds one."""
+    col_ancestors = ancestors_of(col.absorbed)
     col_ops = col.operation_names()
-    inner_ops = candidate.inner.get_operation_names()
-    inner_ancestors = _ancestors(candidate.inner.get_nodes())
-    col_ancestors = _ancestors(col.absorbed)
-    if col_ops & inner_ancestors or inner_ops & col_ancestors:
-        return "producer_consumer", f"{candidate.inner.get_name()} <-> {col.out_name}"
     for other in accepted:
-        if other.operation_names() & col_ancestors or col_ops & _ancestors(other.absorbed):
+        if other.operation_names() & col_ancestors or col_ops & ancestors_of(other.absorbed):
             return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
     return None
 
@@ -99,7 +178,7 @@ def group_accumulator(columns: Sequence[ColumnReduction]) -> torch.dtype:
     return max(dtypes, key=lambda d: d.itemsize, default=torch.float32)
 
 
-def _ancestors(nodes: Sequence[BaseSchedulerNode]) -> set[str]:
+def ancestors_of(nodes: Sequence[BaseSchedulerNode]) -> set[str]:
     """Every operation some node of `nodes` transitively depends on."""
     out: set[str] = set()
     for sub in nodes:
@@ -116,9 +195,11 @@ def _column_src_dtype(col: ColumnReduction) -> torch.dtype | None:
     return None
 
 
-def check_backend(candidate: Candidate) -> tuple[str, str] | None:
-    sched = compat.scheduler_of([candidate.inner])
-    device = candidate.inner.get_device()
+def backend_reason(inner: BaseSchedulerNode) -> tuple[str, str] | None:
+    """(``unsupported_backend``, detail) unless the node's device is generated by a Triton
+    scheduling we emit for (the C++ CPU backend is not)."""
+    sched = compat.scheduler_of([inner])
+    device = inner.get_device()
     if sched is None or device is None:
         return "unsupported_backend", "no scheduler or device"
     backend = sched.get_backend(device)

@@ -1,9 +1,10 @@
-"""Find mix-order groups: one persistent row reduction plus sibling column reductions.
+"""Find the pieces of mix-order groups: persistent row reductions and column reductions.
 
 After Inductor's own fusion, the row reduction (dx of a norm backward) is a node whose group
 is (M, N); each column reduction (dw, db) is a sub-node reducing over M for N outputs —
 either directly, or split by Inductor into partial sums plus a final sum, which we see
-through the unsplit record kept by :mod:`inductor_ext.compat`.
+through the unsplit record kept by :mod:`inductor_ext.compat`. Which column joins which
+row is decided in ``assign.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sympy
 
 from .. import compat
 from ..compat import BaseSchedulerNode, SchedulerNode, UnsplitReduction, V
+from .origin import Attribution
 
 
 @dataclasses.dataclass
@@ -31,6 +33,9 @@ class ColumnReduction:
     #: The result's only user when it just casts it (dw in bf16): the final step writes
     #: the cast value itself, one launch less (see `cast_consumer`).
     cast: SchedulerNode | None = None
+    #: [M, N] buffers this reduction reads that its group's row side computes elementwise
+    #: (legality.row_outputs_read): the fused kernel hands it the row block's values.
+    row_reads: frozenset[str] = frozenset()
 
     @property
     def out_name(self) -> str:
@@ -61,18 +66,51 @@ class Candidate:
     columns: list[ColumnReduction]
     M: sympy.Expr
     N: sympy.Expr
+    #: Module names, source lines and kinds of the group's reductions (for tables, logs).
+    attribution: Attribution | None = None
 
     def describe(self) -> str:
         return f"{self.inner.get_name()} + [{', '.join(c.out_name for c in self.columns)}]"
 
 
-def _numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
-    """(numel, rnumel) of a node grouped by a SIMD (Triton) backend; None otherwise (the
-    C++ backend groups by tuples of sizes)."""
-    return compat.simd_numels(getattr(node, "group", None))
+@dataclasses.dataclass
+class Decline:
+    """A column reduction (or a group) that stays Inductor's, and why."""
+
+    names: str  # "<row node>+<column>" as in the logs and the reject table
+    M: Any
+    N: Any
+    reason: str  # a code of metrics.REASONS
+    detail: str
+    attribution: Attribution
 
 
-def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+def column_loop_body(col: ColumnReduction) -> tuple[tuple[list[Any], list[Any]], Any]:
+    """((iteration sizes, reduction sizes), LoopBody) the fused kernel runs for `col`: the
+    unsplit reduction when Inductor split it."""
+    if col.unsplit is not None:
+        buf = compat.computed_buffer_for(col.unsplit, col.out_name)
+    else:
+        buf = col.out_node.node
+    return compat.default_sizes_body(buf)
+
+
+def numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """(numel, rnumel) of a node: a SIMD (Triton) backend groups by them (torch_npu's by
+    NumelLists, compat.simd_numels); the C++ backend groups by tuples of sizes, whose
+    products they are (such graphs are only matched to record that the backend is not
+    ours)."""
+    group = getattr(node, "group", None)
+    simd = compat.simd_numels(group)
+    if simd is not None:
+        return simd
+    if group and len(group) == 2 and len(group[1]) == 2 and all(
+            isinstance(v, tuple) for v in group[1]):
+        return sympy.Mul(*group[1][0]), sympy.Mul(*group[1][1])
+    return None
+
+
+def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
     return V.graph.sizevars.statically_known_equals(a, b)
 
 
@@ -88,8 +126,8 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
             rtype = compat.reduction_type_of(sub)
             if rtype is None or sub.get_name() in records:
                 continue  # not a plain reduction, or the first stage of a split one
-            numels = _numels(sub)
-            if numels is None:
+            sizes = numels(sub)
+            if sizes is None:
                 continue
             split_from = _split_source(sub, records, sched)
             if split_from is not None:
@@ -101,7 +139,7 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
             else:
                 found.append(ColumnReduction(
                     out_node=sub, absorbed=(sub,), reduction_type=rtype,
-                    numel=numels[0], rnumel=numels[1], unsplit=None))
+                    numel=sizes[0], rnumel=sizes[1], unsplit=None))
     return found
 
 
@@ -134,22 +172,40 @@ def row_reduction_nodes(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedule
         subs = node.get_nodes()
         if not all(isinstance(s, SchedulerNode) for s in subs):
             continue
-        if _numels(node) is None:
+        if numels(node) is None:
             continue
         out.append(node)
-    # Either orientation is correct. Prefer a static row length (the persistent tile needs
-    # it), then rows Inductor sees as contiguous (INNER before DEFAULT before OUTER-hinted
-    # reductions), then more rows.
-    def preference(n: BaseSchedulerNode) -> tuple[bool, int, int]:
-        numel, rnumel = _numels(n)
-        hints = {_hint_name(s) for s in n.get_nodes() if s.is_reduction()}
-        rank = 2 if hints & {"OUTER", "OUTER_TINY"} else 0 if "INNER" in hints else 1
-        return (not isinstance(rnumel, (int, sympy.Integer)), rank, -_hint_of(numel))
-
-    return sorted(out, key=preference)
+    return sorted(out, key=row_preference)
 
 
-def _hint_of(expr: sympy.Expr) -> int:
+def row_preference(node: BaseSchedulerNode) -> tuple[bool, int, bool, int]:
+    """Sort key of row reductions, best first. Either orientation of a pair is correct.
+    Prefer a static row length (the persistent tile needs it), then rows Inductor sees as
+    contiguous (INNER before DEFAULT before OUTER-hinted reductions), then rows whose node
+    also computes elementwise over [M, N] (a norm's dx: fused with it, the kernel reads x
+    and dy once for everything; fused the other way, dx stays a kernel that reads them
+    again), then more rows."""
+    numel, rnumel = numels(node)
+    hints = {_hint_name(s) for s in node.get_nodes() if s.is_reduction()}
+    rank = 2 if hints & {"OUTER", "OUTER_TINY"} else 0 if "INNER" in hints else 1
+    return (not isinstance(rnumel, (int, sympy.Integer)), rank,
+            not _has_matrix_epilogue(node, numel * rnumel), -size_hint(numel))
+
+
+def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
+    """Whether `node` computes something elementwise over all [M, N] elements."""
+    for sub in node.get_nodes():
+        if sub.is_reduction():
+            continue
+        try:
+            if same_size(sympy.Mul(*sub.get_ranges()[0]), matrix):
+                return True
+        except Exception:
+            continue
+    return False
+
+
+def size_hint(expr: sympy.Expr) -> int:
     try:
         return int(V.graph.sizevars.optimization_hint(expr))
     except Exception:
@@ -161,42 +217,22 @@ def _hint_name(snode: SchedulerNode) -> str:
     return compat.reduction_hint_name(snode)
 
 
-def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
-    """Pair each row reduction with the column reductions over the swapped shape that
-    read at least one of the same [M, N] buffers."""
-    columns = column_reductions(nodes)
-    taken: set[str] = set()
-    taken_ops: set[str] = set()
-    used_inner_ops: set[str] = set()
-    candidates: list[Candidate] = []
-    for inner in row_reduction_nodes(nodes):
-        inner_ops = inner.get_operation_names()
-        if any(op in taken_ops for op in inner_ops):
-            continue  # already a column reduction of an earlier group
-        M, N = _numels(inner)
-        if _equal(N, 1):
-            continue
-        inner_reads = {d.name for d in inner.read_writes.reads}
-        matched = []
-        for col in columns:
-            if col.out_name in taken or col.operation_names() & (inner_ops | used_inner_ops):
-                continue
-            if not (_equal(col.numel, N) and _equal(col.rnumel, M)):
-                continue
-            shared = inner_reads & col.reads()
-            if not any(_is_full_matrix(name, M * N) for name in shared):
-                continue
-            matched.append(col)
-        if matched:
-            taken.update(c.out_name for c in matched)
-            for c in matched:
-                taken_ops.update(c.operation_names())
-            used_inner_ops.update(inner_ops)
-            candidates.append(Candidate(inner=inner, columns=matched, M=M, N=N))
-    return candidates
+def shared_matrices(row_reads: set[str], col: ColumnReduction, M: sympy.Expr,
+                    N: sympy.Expr) -> set[str]:
+    """The [M, N] buffers read by both the row side and the column reduction."""
+    return {name for name in row_reads & col.reads() if is_full_matrix(name, M * N)}
 
 
-def _is_full_matrix(name: str, numel: sympy.Expr) -> bool:
+def nbytes(name: str) -> int:
+    """Bytes of a graph buffer at its size hint (0 if unknown)."""
+    try:
+        buf = V.graph.get_buffer(name)
+        return size_hint(sympy.Mul(*buf.get_size())) * buf.get_dtype().itemsize
+    except Exception:
+        return 0
+
+
+def is_full_matrix(name: str, numel: sympy.Expr) -> bool:
     try:
         buf = V.graph.get_buffer(name)
         if buf is None:
@@ -204,7 +240,7 @@ def _is_full_matrix(name: str, numel: sympy.Expr) -> bool:
         size = sympy.Mul(*buf.get_size())
     except Exception:
         return False
-    return _equal(size, numel)
+    return same_size(size, numel)
 
 
 #: Loop-body operations of a node that only casts one buffer elementwise.
@@ -226,7 +262,7 @@ def cast_consumer(sched: Any, col: ColumnReduction) -> SchedulerNode | None:
     read, write = reads[0], writes[0]
     if (getattr(read, "index", None) != getattr(write, "index", None)
             or getattr(read, "ranges", None) != getattr(write, "ranges", None)
-            or not _equal(sympy.Mul(*node.get_ranges()[0]), col.numel)):
+            or not same_size(sympy.Mul(*node.get_ranges()[0]), col.numel)):
         return None
     body = getattr(node, "_body", None)
     if body is None or getattr(body, "subblocks", None):

@@ -8,6 +8,7 @@ import sympy
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from .match import ColumnReduction
+from .origin import Attribution
 
 
 class MixOrderNode(FusedSchedulerNode):
@@ -19,7 +20,7 @@ class MixOrderNode(FusedSchedulerNode):
 
     def __init__(self, scheduler: Scheduler, inner: BaseSchedulerNode,
                  columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
-                 plan: Any, shape: Any) -> None:
+                 plan: Any, shape: Any, attribution: Attribution | None = None) -> None:
         absorbed = [n for col in columns for n in col.absorbed]
         casts = [col.cast for col in columns if col.cast is not None]
         super().__init__(scheduler, [*inner.get_nodes(), *absorbed, *casts])
@@ -32,6 +33,15 @@ class MixOrderNode(FusedSchedulerNode):
         #: The cost model's verdict: "" (fusing pays) or why not (fused under always_fuse).
         self.verdict = ""
         self.group = inner.group
+        self.attribution = attribution
+
+    @property
+    def table_fields(self) -> dict[str, Any]:
+        """The mix_order_fusion columns that name the user's modules (origin.py)."""
+        if self.attribution is None:
+            return {"norms": "", "norm_columns": 0, "other_columns": len(self.columns),
+                    "modules": "", "source": ""}
+        return self.attribution.fusion_fields()
 
     def debug_str_extra(self) -> str:
         cols = ", ".join(f"{c.reduction_type}->{c.final_name}" for c in self.columns)

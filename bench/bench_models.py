@@ -1,0 +1,309 @@
+"""Training steps of whole models: which norms inductor_ext fuses, gradients against eager,
+and (on a GPU) the step time of stock torch.compile, upstream mix-order off, inductor_ext.
+
+    TRITON_INTERPRET=1 python bench/bench_models.py --device cpu     # fp32, tiny, interpreter
+    python bench/bench_models.py --device cuda [--csv F] [--plot P]   # bf16, training sizes
+
+Models are built from configs with random weights (nothing downloaded): transformers'
+Llama, Qwen3, Gemma, GPT-2, BERT and T5, and a DiT-style stack in plain torch (adaLN-
+modulated LayerNorm, attention, MLP); see inductor_ext/testing/models.py. Variants:
+
+- ``stock``: torch.compile as shipped, upstream's own mix-order reduction at its default
+  (on since torch 2.10, CUDA/XPU only);
+- ``upstream_off``: stock with ``triton.mix_order_reduction=False`` (where the key exists);
+- ``inductor_ext``: our pass (which turns upstream's off while on).
+
+Per model it prints the norms (modules with a weight) and what our pass did with them:
+found, fused, declined by reason; upstream's fused-kernel count for ``stock``; each
+variant's max relative gradient error against eager in the same dtype; on a GPU, the step
+(forward, loss, ``torch.autograd.grad``) captured in a CUDA graph and the three variants'
+replays timed in turns (bench/common.py). Inductor's FX graph cache is off so every variant
+compiles (and counts) from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import (  # noqa: E402
+    DTYPES,
+    FLUSH_MODES,
+    GraphTimer,
+    has_upstream_mix_order,
+    interleaved_us,
+    require_cuda,
+)
+
+import inductor_ext  # noqa: E402
+from inductor_ext.testing import models  # noqa: E402
+from inductor_ext.testing.reference import max_rel_err  # noqa: E402
+
+VARIANTS = ("stock", "upstream_off", "inductor_ext")
+DEFAULT_MODELS = "llama,qwen3,gemma,gpt2,bert,t5,dit"
+#: Training sizes for the GPU run: 2 x 2048 tokens, a 2048-wide model of 4 layers.
+GPU_SIZE = models.Size(hidden=2048, layers=4, heads=16, kv_heads=8, ffn=5632, vocab=32000,
+                       seq=2048, batch=2)
+FIELDS = ["model", "device", "dtype", "variant", "norms_total", "norms_found", "norms_fused",
+          "norms_declined", "declined_reasons", "mix_order_kernels", "max_grad_err_vs_eager",
+          "step_us", "timing", "compile_s", "error"]
+
+
+@dataclasses.dataclass
+class Result:
+    row: dict[str, Any]
+    graph: Any = None  # the captured step (GPU)
+    step: Any = None  # the uncaptured step, when capture failed
+
+
+def parse_size(spec: str, base: models.Size) -> models.Size:
+    """'hidden=1024,layers=2' over `base`."""
+    if not spec:
+        return base
+    fields = {f.name for f in dataclasses.fields(models.Size)}
+    values = {}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        if key not in fields or not value.isdigit():
+            raise SystemExit(f"--size: {item!r} is not one of {sorted(fields)}=<int>")
+        values[key] = int(value)
+    return dataclasses.replace(base, **values)
+
+
+def compile_options(variant: str) -> dict[str, Any]:
+    if variant == "stock":
+        return {}
+    if variant == "upstream_off":
+        return {"triton.mix_order_reduction": False} if has_upstream_mix_order() else {}
+    return inductor_ext.options()
+
+
+def upstream_kernels() -> int:
+    from torch._inductor import metrics as inductor_metrics
+
+    return int(getattr(inductor_metrics, "codegen_mix_order_reduction", 0))
+
+
+def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
+                eager: dict[str, torch.Tensor], timer: GraphTimer | None) -> Result:
+    from torch._inductor import metrics as inductor_metrics
+
+    torch._dynamo.reset()
+    inductor_ext.metrics.reset()
+    if hasattr(inductor_metrics, "codegen_mix_order_reduction"):
+        inductor_metrics.codegen_mix_order_reduction = 0
+    params = [p for p in work.model.parameters() if p.requires_grad]
+    names = [n for n, p in work.model.named_parameters() if p.requires_grad]
+    row: dict[str, Any] = {"model": work.name, "device": args.device, "dtype": args.dtype,
+                           "variant": variant, "norms_total": len(work.norm_modules())}
+    ctx = contextlib.ExitStack()
+    if args.device == "cpu":
+        from inductor_ext.testing import cpu_interpret
+
+        ctx.enter_context(cpu_interpret())
+    ctx.enter_context(torch._inductor.config.patch(
+        {**compile_options(variant), "fx_graph_cache": False}))
+    ctx.enter_context(torch._functorch.config.patch(enable_autograd_cache=False))
+    ctx.enter_context(inductor_ext.config.patch(always_fuse=args.always_fuse))
+    result = Result(row)
+    with ctx:
+        compiled = torch.compile(work.model)
+
+        def step() -> tuple[torch.Tensor, ...]:
+            return torch.autograd.grad(work.loss(compiled), params)
+
+        t = time.perf_counter()
+        grads = step()
+        row["compile_s"] = round(time.perf_counter() - t, 1)
+        if timer is not None:
+            try:
+                _, grads, result.graph = timer.run(step)
+                row["timing"] = "cuda_graph"
+            except Exception as exc:  # a step that cannot be captured is timed uncaptured
+                row["timing"] = f"no_graph ({type(exc).__name__})"
+                result.step = step
+                torch.cuda.synchronize()
+    if variant == "inductor_ext":
+        norms = inductor_ext.metrics.norms
+        declined = inductor_ext.metrics.norms_declined
+        row.update(norms_found=norms["found"], norms_fused=norms["fused"],
+                   norms_declined=norms["declined"],
+                   declined_reasons=" ".join(f"{r}:{n}" for r, n in sorted(declined.items())),
+                   mix_order_kernels=inductor_ext.metrics.mix_order_kernels)
+    elif variant == "stock":
+        row["mix_order_kernels"] = upstream_kernels()
+    row["max_grad_err_vs_eager"] = max(max_rel_err(g, eager[n]) for n, g in zip(names, grads))
+    return result
+
+
+def bench_model(name: str, args: argparse.Namespace, size: models.Size,
+                timer: GraphTimer | None) -> list[dict[str, Any]]:
+    dtype = DTYPES[args.dtype]
+    work = models.build(name, size).to(args.device, dtype)
+    eager = models.grads(work)
+    results: dict[str, Result] = {}
+    for variant in args.variants.split(","):
+        try:
+            results[variant] = run_variant(work, variant, args, eager, timer)
+        except Exception as exc:  # one broken variant does not end the run
+            results[variant] = Result({"model": name, "device": args.device,
+                                       "dtype": args.dtype, "variant": variant,
+                                       "norms_total": len(work.norm_modules()),
+                                       "error": f"{type(exc).__name__}: {exc}"[:300]})
+    if timer is not None:
+        graphs = {v: r.graph for v, r in results.items() if r.graph is not None}
+        for variant, us in interleaved_us(timer, graphs, args.rounds).items():
+            results[variant].row["step_us"] = round(us, 1)
+        for r in results.values():
+            if r.step is not None:
+                from triton.testing import do_bench
+
+                r.row["step_us"] = round(statistics.median(
+                    do_bench(r.step, return_mode="median") * 1e3 for _ in range(args.rounds)), 1)
+    rows = [r.row for r in results.values()]
+    print_model(name, rows)
+    return rows
+
+
+def print_model(name: str, rows: list[dict[str, Any]]) -> None:
+    ours = next((r for r in rows if r["variant"] == "inductor_ext"), {})
+    stock = next((r for r in rows if r["variant"] == "stock"), {})
+    total = rows[0].get("norms_total", "?")
+    print(f"{name}: {total} norms; inductor_ext found {ours.get('norms_found', '?')}, fused "
+          f"{ours.get('norms_fused', '?')}, declined {ours.get('norms_declined', '?')} "
+          f"{ours.get('declined_reasons', '')}; upstream mix-order kernels (stock) "
+          f"{stock.get('mix_order_kernels', '?')}")
+    base = stock.get("step_us")
+    for r in rows:
+        if r.get("error"):
+            print(f"  {r['variant']:13s} FAILED {r['error']}")
+            continue
+        timing = ""
+        if r.get("step_us") is not None:
+            rel = f" ({base / r['step_us']:.3f}x stock)" if base else ""
+            timing = f"  step {r['step_us']:10.1f} us{rel} [{r.get('timing', '')}]"
+        print(f"  {r['variant']:13s} max grad rel err vs eager "
+              f"{r['max_grad_err_vs_eager']:.2e}  compile+first step {r['compile_s']} s"
+              f"{timing}", flush=True)
+
+
+def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
+
+
+def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
+    """Norms fused / declined by inductor_ext per model, and step time against stock (GPU)
+    or the gradient error against eager (CPU)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise SystemExit("--plot needs matplotlib: pip install 'inductor_ext[plot]'") from exc
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    ours = {r["model"]: r for r in rows if r["variant"] == "inductor_ext"}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fused = [int(ours.get(n, {}).get("norms_fused") or 0) for n in names]
+    declined = [int(ours.get(n, {}).get("norms_declined") or 0) for n in names]
+    total = [int(next(r for r in rows if r["model"] == n).get("norms_total") or 0)
+             for n in names]
+    ax1.bar(names, fused, label="fused")
+    ax1.bar(names, declined, bottom=fused, label="declined")
+    ax1.plot(names, total, "k_", markersize=20, label="norms in the model")
+    ax1.set_title("norms: inductor_ext")
+    ax1.legend()
+    timed = any(r.get("step_us") for r in rows)
+    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+    width = 0.8 / max(1, len(variants))
+    for i, variant in enumerate(variants):
+        values = []
+        for n in names:
+            r = next((r for r in rows if r["model"] == n and r["variant"] == variant), {})
+            if timed:
+                stock = next((s for s in rows if s["model"] == n and s["variant"] == "stock"
+                              and s.get("step_us")), None)
+                values.append(stock["step_us"] / r["step_us"]
+                              if stock and r.get("step_us") else 0.0)
+            else:
+                values.append(float(r.get("max_grad_err_vs_eager") or 0.0))
+        ax2.bar([j + (i - (len(variants) - 1) / 2) * width for j in range(len(names))],
+                values, width, label=variant)
+    ax2.set_xticks(range(len(names)), names)
+    if timed:
+        ax2.axhline(1.0, color="k", linewidth=0.8)
+        ax2.set_title("step speed vs stock torch.compile (higher is faster)")
+    else:
+        ax2.set_yscale("log")
+        ax2.set_title("max gradient rel. error vs eager")
+    ax2.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    ap.add_argument("--models", default=DEFAULT_MODELS,
+                    help=f"comma-separated, of {', '.join(models.MODELS)}")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                    help="default: bf16 on cuda, fp32 on cpu")
+    ap.add_argument("--size", default="", help="e.g. 'hidden=1024,layers=2' (models.Size)")
+    ap.add_argument("--always-fuse", action=argparse.BooleanOptionalAction, default=None,
+                    help="skip the profitability model (default: on for cpu, off for cuda)")
+    ap.add_argument("--rounds", type=int, default=5, help="timing rounds, variants in turns")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--plot", default="")
+    args = ap.parse_args(argv)
+    if args.device == "cuda":
+        require_cuda("bench_models.py --device cuda")
+    else:
+        from inductor_ext.testing.interpret import INTERPRETER_HINT, interpreter_active
+
+        if not interpreter_active():
+            raise SystemExit(INTERPRETER_HINT)
+    unknown = set(args.models.split(",")) - set(models.MODELS)
+    bad_variants = set(args.variants.split(",")) - set(VARIANTS)
+    if unknown or bad_variants:
+        raise SystemExit(f"unknown --models {sorted(unknown)} / --variants "
+                         f"{sorted(bad_variants)}; models: {', '.join(models.MODELS)}; "
+                         f"variants: {', '.join(VARIANTS)}")
+    args.dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
+    if args.always_fuse is None:
+        args.always_fuse = args.device == "cpu"
+    size = parse_size(args.size, GPU_SIZE if args.device == "cuda" else models.TINY)
+    inductor_ext.disable()  # "stock" means stock, whatever INDUCTOR_EXT says
+    timer = GraphTimer(args.flush) if args.device == "cuda" else None
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (Triton interpreter)"
+    print(f"torch {torch.__version__} on {where}, {args.dtype}, {size}")
+    rows: list[dict[str, Any]] = []
+    for name in args.models.split(","):
+        rows += bench_model(name, args, size, timer)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    if args.csv:
+        write_csv(args.csv, rows)
+    if args.plot:
+        plot(args.plot, rows, f"training step, {where}, {args.dtype}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Which column reduction joins which row reduction, with legality inside the matching.
+
+Each column reduction is offered the row reductions of the swapped shape that read a common
+[M, N] buffer, best first: most shared bytes, then ``match.row_preference``. It joins the
+first one it can legally join (``legality.check_pair`` / ``check_together``, and no
+dependency cycle through another kernel, see ``deps.py``). A column that cannot join one
+row stays in the pool for the next, so a dw that its norm's neighbour cannot take (layer
+0's dw reading the embedding, a recomputed forward statistic under checkpointing) still
+reaches its own norm's dx.
+
+Columns are taken in the order of their best row's preference. A norm's dx + dw and its
+dw + dx-sum are the same two nodes in the two orientations; the preferred orientation is
+tried first and, once fused, leaves the other nothing to do. A column that joins no row is
+declined once, against the pair it is really about: the failure of its best legal pair, or
+else its best pair's own reason. A column inside a row reduction that ranks better than
+every row it could join is the swapped view of a pair (a dx-sum seen from its dw, a
+recomputed forward statistic seen from a dw) and is not reported itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from ..compat import BaseSchedulerNode
+from . import legality, origin
+from .deps import KernelGraph
+from .match import (
+    Candidate,
+    ColumnReduction,
+    Decline,
+    column_reductions,
+    nbytes,
+    numels,
+    row_preference,
+    row_reduction_nodes,
+    same_size,
+    shared_matrices,
+    size_hint,
+)
+from .trivial import shape_class, trivial_declines
+
+
+@dataclasses.dataclass
+class Matching:
+    """One graph's groups to fuse (in order) and the declines to record."""
+
+    groups: list[Candidate]
+    declines: list[Decline]
+
+
+@dataclasses.dataclass(eq=False)
+class _Row:
+    node: BaseSchedulerNode
+    index: int
+    M: sympy.Expr
+    N: sympy.Expr
+    rank: tuple[Any, ...]
+    ops: set[str]
+    reads: set[str]
+    reason: str | None  # a reason that rules out every pair with this row (check_row)
+    detail: str = ""
+    _ancestors: set[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.node.get_name()
+
+    @property
+    def ancestors(self) -> set[str]:
+        if self._ancestors is None:
+            self._ancestors = legality.ancestors_of(self.node.get_nodes())
+        return self._ancestors
+
+
+@dataclasses.dataclass(eq=False)
+class _Pair:
+    row: _Row
+    shared_bytes: int
+    reason: str | None
+    detail: str = ""
+
+    def key(self) -> tuple[Any, ...]:
+        return (-self.shared_bytes, self.row.rank, self.row.index)
+
+
+@dataclasses.dataclass(eq=False)
+class _Column:
+    col: ColumnReduction
+    index: int
+    ops: set[str]
+    pairs: list[_Pair]  # best first
+    failure: tuple[_Pair, str, str] | None = None  # first legal pair that could not be joined
+
+    @property
+    def legal(self) -> list[_Pair]:
+        return [p for p in self.pairs if p.reason is None]
+
+
+def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> Matching:
+    """Groups of one row reduction and the column reductions that legally join it, and a
+    decline for every other column reduction that has a row reduction of the swapped shape."""
+    rows = _rows(nodes)
+    by_shape: dict[tuple[int, int], list[_Row]] = {}
+    for row in rows:  # compared exactly below; the hints only narrow the search
+        by_shape.setdefault((size_hint(row.M), size_hint(row.N)), []).append(row)
+    all_columns = column_reductions(nodes)
+    columns = [_column(j, col, by_shape.get((size_hint(col.rnumel), size_hint(col.numel)),
+                                            []))
+               for j, col in enumerate(all_columns)]
+    columns = [c for c in columns if c.pairs]
+    groups = _assign(nodes, columns)
+    declines = _declines(rows, columns, groups)
+    decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
+                                                          for d in declines}
+    declines += trivial_declines(nodes, all_columns, decided)
+    return Matching(groups=groups, declines=declines)
+
+
+def _rows(nodes: Sequence[BaseSchedulerNode]) -> list[_Row]:
+    rows = []
+    for i, node in enumerate(row_reduction_nodes(nodes)):
+        M, N = numels(node)
+        if same_size(N, 1):
+            continue
+        reason = legality.check_row(node, N)
+        reason, detail = legality.backend_reason(node) or (reason, "")
+        rows.append(_Row(node=node, index=i, M=M, N=N, rank=row_preference(node),
+                         ops=set(node.get_operation_names()),
+                         reads={d.name for d in node.read_writes.reads}, reason=reason,
+                         detail=detail))
+    return rows
+
+
+def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
+    ops = col.operation_names()
+    col_ancestors: set[str] | None = None
+    pairs = []
+    for row in rows:
+        if not (same_size(col.numel, row.N) and same_size(col.rnumel, row.M)) or ops & row.ops:
+            continue
+        shared = shared_matrices(row.reads, col, row.M, row.N)
+        if not shared:
+            pairs.append(_Pair(row, 0, "no_shared_input",
+                               f"{row.name} and {col.out_name} read no common [M, N] buffer"))
+            continue
+        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail)
+        if pair.reason is None:
+            if col_ancestors is None:
+                col_ancestors = legality.ancestors_of(col.absorbed)
+            bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors)
+            if bad:
+                pair.reason, pair.detail = bad
+        pairs.append(pair)
+    pairs.sort(key=_Pair.key)
+    return _Column(col=col, index=index, ops=ops, pairs=pairs)
+
+
+def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[Candidate]:
+    """Greedy: each column, in the order of its best row's preference, joins the first legal
+    row whose group it can join without a dependency cycle."""
+    candidates = [c for c in columns if c.legal]
+    if not candidates:
+        return []
+    order = sorted(candidates, key=lambda c: (min(p.row.rank for p in c.legal),
+                                               c.legal[0].key(), c.index))
+    graph = KernelGraph(nodes)
+    groups: dict[int, tuple[_Row, list[_Column]]] = {}
+    inner_ops: set[str] = set()
+    absorbed_ops: set[str] = set()
+    for c in order:
+        if c.ops & inner_ops:
+            continue  # its node is a group's row side already (the other orientation)
+        for pair in c.legal:
+            row = pair.row
+            if row.ops & absorbed_ops:
+                _fail(c, pair, "partner_taken",
+                      f"{row.name} lost {sorted(row.ops & absorbed_ops)} to another group")
+                continue
+            members = groups.get(row.index, (row, []))[1]
+            bad = legality.check_together(c.col, [m.col for m in members])
+            if bad:
+                _fail(c, pair, *bad)
+                continue
+            ops = row.ops | c.ops | {op for m in members for op in m.ops}
+            via = graph.cycle_through(ops)
+            if via is not None:
+                _fail(c, pair, "producer_consumer",
+                      f"{row.name} + {c.col.out_name} would run both before and after {via}")
+                continue
+            c.col.row_reads = frozenset(legality.row_outputs_read(row.node, c.col) or ())
+            groups.setdefault(row.index, (row, []))[1].append(c)
+            inner_ops |= row.ops
+            absorbed_ops |= c.ops
+            graph.merge(ops, f"mix_order:{row.name}")
+            break
+    out = []
+    for row, members in groups.values():
+        cols = sorted(members, key=lambda m: m.index)  # Inductor's order, as before
+        cand = Candidate(inner=row.node, columns=[m.col for m in cols], M=row.M, N=row.N)
+        cand.attribution = origin.attribute(
+            [origin.of_node(s) for s in row.node.get_nodes() if s.is_reduction()],
+            [origin.of_node(m.col.out_node) for m in cols])
+        out.append(cand)
+    return out
+
+
+def _fail(c: _Column, pair: _Pair, reason: str, detail: str) -> None:
+    if c.failure is None:
+        c.failure = (pair, reason, detail)
+
+
+def _declines(rows: list[_Row], columns: list[_Column],
+              groups: list[Candidate]) -> list[Decline]:
+    inner_ops = {op for g in groups for op in g.inner.get_operation_names()}
+    absorbed = {op for g in groups for col in g.columns for op in col.operation_names()}
+    row_of = {op: row for row in rows for op in row.ops}
+    declines: list[Decline] = []
+    reported_row_ops: set[str] = set()
+    no_shared: dict[tuple[str, str], Decline] = {}
+    backend_reported = False
+    order = sorted(columns, key=lambda c: (min(p.row.rank for p in c.pairs),
+                                           c.pairs[0].key(), c.index))
+    for c in order:
+        if c.ops & (inner_ops | absorbed | reported_row_ops):
+            continue  # fused, the row side of a group, or the other side of a reported pair
+        own = next((row_of[op] for op in c.ops if op in row_of), None)
+        if own is not None and own.rank < min(p.row.rank for p in c.pairs):
+            continue  # the swapped view of a pair whose preferred view is reported
+        pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
+        if reason == "unsupported_backend":
+            if backend_reported:
+                continue
+            backend_reported = True
+        decline = _decline(pair, c, reason or "internal_error", detail)
+        if reason == "no_shared_input":
+            no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
+            continue
+        declines.append(decline)
+        reported_row_ops |= pair.row.ops
+    decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
+                                                          for d in declines}
+    # A shape whose reductions share no input is reported once, and only when nothing else
+    # happened at that shape (a square forward graph's row reductions all match it).
+    declines += [d for cls, d in no_shared.items() if cls not in decided]
+    return declines
+
+
+def _decline(pair: _Pair, c: _Column, reason: str, detail: str) -> Decline:
+    col_origin = origin.of_node(c.col.out_node)
+    attribution = origin.attribute([], [col_origin])
+    row_modules = [origin.of_node(s).module for s in pair.row.node.get_nodes()
+                   if s.is_reduction()]
+    attribution.modules = list(dict.fromkeys([*attribution.modules,
+                                              *(m for m in row_modules if m)]))
+    return Decline(names=f"{pair.row.name}+{c.col.out_name}", M=pair.row.M, N=pair.row.N,
+                   reason=reason, detail=detail, attribution=attribution)
