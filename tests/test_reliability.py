@@ -293,7 +293,8 @@ def test_aot_inductor_compiles_and_is_correct(tmp_path):
     got = torch._inductor.aoti_load_package(path)(*args)
     assert_close(got, [r.double() for r in rms_backward(*[a.double() for a in args])])
     assert inductor_ext.metrics.mix_order_kernels == 0
-    assert not inductor_ext.metrics.rejected_pairs  # C++ kernels: nothing to consider
+    # C++ kernels: the graph is recorded once as a backend the plugin does not generate for
+    assert dict(inductor_ext.metrics.rejected_pairs) == {"unsupported_backend": 1}
 
 
 def test_cpp_wrapper_reason_on_a_triton_device(monkeypatch):
@@ -303,10 +304,10 @@ def test_cpp_wrapper_reason_on_a_triton_device(monkeypatch):
     from inductor_ext.compat import V
     from inductor_ext.scheduler import legality
 
-    cand = SimpleNamespace(N=64, inner=SimpleNamespace(get_nodes=lambda: []))
+    inner = SimpleNamespace(get_nodes=lambda: [])
     for flags in ({"cpp_wrapper": True, "aot_mode": False},
                   {"cpp_wrapper": False, "aot_mode": True}):
         with V.set_graph_handler(SimpleNamespace(**flags)):
-            assert legality.check_graph(cand) == "cpp_wrapper"
+            assert legality.check_row(inner, 64) == "cpp_wrapper"
     with V.set_graph_handler(SimpleNamespace(cpp_wrapper=False, aot_mode=False)):
-        assert legality.check_graph(cand) is None
+        assert legality.check_row(inner, 64) is None

@@ -47,8 +47,9 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
     except Exception as exc:
         warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
                    "Inductor's kernels instead: %s", node.get_name(), exc)
+        attribution = getattr(node, "attribution", None)
         decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}",
-                getattr(node, "attribution", None))
+                **(attribution.reject_fields() if attribution is not None else {}))
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)
