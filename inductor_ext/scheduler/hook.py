@@ -128,7 +128,7 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
     if sched is None:
         return nodes
     try:
-        candidates = find_candidates(nodes)
+        candidates = find_candidates(nodes, legality.check_dependency)
     except Exception as exc:  # matching must never break a compile
         _warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
                    exc)

@@ -63,12 +63,19 @@ def check_column(candidate: Candidate, col: ColumnReduction,
     dtype = _column_src_dtype(col)
     if dtype is None or not dtype.is_floating_point:
         return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
+    return check_dependency(candidate.inner, col, accepted)
+
+
+def check_dependency(inner: BaseSchedulerNode, col: ColumnReduction,
+                     accepted: Sequence[ColumnReduction]) -> tuple[str, str] | None:
+    """("producer_consumer", detail) when a path links `col` with the row reduction or
+    with a column already in the group: one kernel cannot both produce and consume it.
+    The matcher asks this too, so such a column stays free for the row it can join."""
     col_ops = col.operation_names()
-    inner_ops = candidate.inner.get_operation_names()
-    inner_ancestors = _ancestors(candidate.inner.get_nodes())
+    inner_ops = inner.get_operation_names()
     col_ancestors = _ancestors(col.absorbed)
-    if col_ops & inner_ancestors or inner_ops & col_ancestors:
-        return "producer_consumer", f"{candidate.inner.get_name()} <-> {col.out_name}"
+    if col_ops & _ancestors(inner.get_nodes()) or inner_ops & col_ancestors:
+        return "producer_consumer", f"{inner.get_name()} <-> {col.out_name}"
     for other in accepted:
         if other.operation_names() & col_ancestors or col_ops & _ancestors(other.absorbed):
             return "producer_consumer", f"{other.out_name} <-> {col.out_name}"

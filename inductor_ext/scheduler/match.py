@@ -9,7 +9,7 @@ through the unsplit record kept by :mod:`inductor_ext.compat`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -167,14 +167,29 @@ def _hint_name(snode: SchedulerNode) -> str:
     return getattr(hint, "name", "")
 
 
-def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
+#: Whether a column reduction is linked by a dependency path to a row reduction or to the
+#: columns already paired with it (legality.check_dependency, passed in by the hook).
+Linked = Callable[[BaseSchedulerNode, ColumnReduction, Sequence[ColumnReduction]], object]
+
+
+def find_candidates(nodes: Sequence[BaseSchedulerNode],
+                    linked: Linked | None = None) -> list[Candidate]:
     """Pair each row reduction with the column reductions over the swapped shape that
-    read at least one of the same [M, N] buffers."""
+    read at least one of the same [M, N] buffers.
+
+    With `linked`, a column that a dependency path ties to a row is left for a later row:
+    two norms can read one [M, N] buffer (a layer's input is the input norm's x and, when
+    the partitioner recomputes the residual add, an operand of the next norm's x too, as
+    at every FSDP2 layer boundary), and the earlier norm's dx must not claim the dw of a
+    norm whose dy it produces. A column no row can take is still offered to the first row
+    it was linked to (once per pair of reductions, not again transposed), where the
+    legality check declines it as producer_consumer."""
     columns = column_reductions(nodes)
     taken: set[str] = set()
     taken_ops: set[str] = set()
     used_inner_ops: set[str] = set()
     candidates: list[Candidate] = []
+    deferred: dict[str, tuple[BaseSchedulerNode, ColumnReduction, sympy.Expr, sympy.Expr]] = {}
     for inner in row_reduction_nodes(nodes):
         inner_ops = inner.get_operation_names()
         if any(op in taken_ops for op in inner_ops):
@@ -183,7 +198,7 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
         if _equal(N, 1):
             continue
         inner_reads = {d.name for d in inner.read_writes.reads}
-        matched = []
+        matched: list[ColumnReduction] = []
         for col in columns:
             if col.out_name in taken or col.operation_names() & (inner_ops | used_inner_ops):
                 continue
@@ -192,6 +207,9 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
             shared = inner_reads & col.reads()
             if not any(_is_full_matrix(name, M * N) for name in shared):
                 continue
+            if linked is not None and linked(inner, col, matched):
+                deferred.setdefault(col.out_name, (inner, col, M, N))
+                continue
             matched.append(col)
         if matched:
             taken.update(c.out_name for c in matched)
@@ -199,6 +217,19 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> list[Candidate]:
                 taken_ops.update(c.operation_names())
             used_inner_ops.update(inner_ops)
             candidates.append(Candidate(inner=inner, columns=matched, M=M, N=N))
+    declined_ops: set[str] = set()
+    for name, (inner, col, M, N) in deferred.items():
+        if name in taken or col.operation_names() & used_inner_ops:
+            continue  # joined a later row, or fused as a row itself
+        ops = set(inner.get_operation_names()) | col.operation_names()
+        if ops <= declined_ops:
+            continue  # the same two reductions, seen in the other orientation
+        declined_ops |= ops
+        group = next((c for c in candidates if c.inner is inner), None)
+        if group is None:
+            candidates.append(Candidate(inner=inner, columns=[col], M=M, N=N))
+        else:
+            group.columns.append(col)
     return candidates
 
 
