@@ -60,7 +60,7 @@ def test_shapes_and_minimum_bytes():
 
 
 GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
-               "profile_backward"]
+               "profile_backward", "bench_distributed"]
 
 
 @pytest.mark.parametrize("script", GPU_SCRIPTS)

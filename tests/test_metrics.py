@@ -257,8 +257,8 @@ def test_chart_labels_are_whole_words_distinct_and_counts_integral():
         assert f"triton_per_{name[:-1]}_" in long  # cut before an underscore: no half words
     assert report.short_kernel_name("triton_poi_fused_add_0") == "fused_add_0"
     rejects = [{"reason": r} for r in ["not_profitable"] * 3 + ["producer_consumer"]]
-    tables = {inductor_ext.metrics.FUSION_TABLE: fused, inductor_ext.metrics.REJECT_TABLE: rejects}
-    fig = report.figure(tables)
+    fig = report.figure({inductor_ext.metrics.FUSION_TABLE: fused,
+                         inductor_ext.metrics.REJECT_TABLE: rejects})
     counts = fig.axes[1].get_xticks()
     assert all(float(t).is_integer() for t in counts)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == labels

@@ -1,11 +1,13 @@
 """Test helpers: the CPU interpreter harness (`cpu_interpret`), the torch_npu runtime
-emulation (`inductor_ext.testing.npu_emulation`), norm-backward references and tolerances."""
+emulation (`inductor_ext.testing.npu_emulation`), norm-backward references and tolerances, and
+the fused kernels a step launches (`fused_launches`), tuning knobs for a block (`tuned`)."""
 
 import contextlib
 
 from .interpret import cpu_interpret, interpreter_active
+from .launches import fused_launches
 
-__all__ = ["cpu_interpret", "interpreter_active", "tuned"]
+__all__ = ["cpu_interpret", "fused_launches", "interpreter_active", "tuned"]
 
 
 def tuned(target: str, **knobs: object) -> contextlib.AbstractContextManager[None]:

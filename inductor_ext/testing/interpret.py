@@ -5,7 +5,8 @@ Under :func:`cpu_interpret`, ``torch.compile`` on CPU tensors emits Triton (Indu
 whole path: hook, codegen, launch and final sum. Two things need patching for that: the
 Triton backend hash (no driver is active) and ``libdevice``: names ``tl.math`` has resolve
 there, and the interpreter, which runs no extern library, evaluates libdevice's other calls
-(``isnan``, ``isinf``, ``tanh`` of tanh-GELU, ...) with numpy (`_LIBDEVICE_NUMPY`).
+(``isnan``, ``isinf``, ``tanh`` of tanh-GELU, ...) with numpy (`_LIBDEVICE_NUMPY`). Atomic
+operands are made contiguous (the interpreter misreads broadcast views).
 """
 
 from __future__ import annotations
@@ -145,6 +146,30 @@ def _inline_asm_hints_as_no_ops(original: Any) -> Any:
     return create_inline_asm
 
 
+def _contiguous(handle: Any) -> Any:
+    import numpy as np
+    from triton.runtime.interpreter import TensorHandle
+
+    data = getattr(handle, "data", None)
+    if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
+        return TensorHandle(np.ascontiguousarray(data), handle.dtype)
+    return handle
+
+
+def _atomics_on_contiguous_operands(original: Any) -> Any:
+    """The interpreter's atomic add/max/... reads its operands as dense buffers, but a
+    broadcast mask or value is a zero-stride numpy view: an atomic_add of a [XBLOCK, R]
+    pointer block under an [XBLOCK, 1] mask then updates one column only (Inductor's
+    embedding backward fused into a row reduction lost all other columns). Copy the
+    operands to contiguous arrays first."""
+    def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any,
+                          *rest: Any) -> Any:  # rest: sem (and scope, Triton >= 3.0)
+        return original(self, op, _contiguous(ptr), _contiguous(val), _contiguous(mask),
+                        *rest)
+
+    return create_atomic_rmw
+
+
 def _set_interpret_flag(on: bool) -> None:
     os.environ["TRITON_INTERPRET"] = "1" if on else "0"
     try:
@@ -206,6 +231,8 @@ def cpu_interpret() -> Iterator[None]:
                           _inline_asm_hints_as_no_ops(InterpreterBuilder.create_inline_asm)),
         mock.patch.object(InterpreterBuilder, "create_extern_elementwise",
                           _extern_calls_with_numpy(InterpreterBuilder.create_extern_elementwise)),
+        mock.patch.object(InterpreterBuilder, "create_atomic_rmw",
+                          _atomics_on_contiguous_operands(InterpreterBuilder.create_atomic_rmw)),
     ]
     if triton_compat is not None and hasattr(triton_compat, "libdevice"):
         patches.append(mock.patch.object(triton_compat, "libdevice", libdevice))
