@@ -298,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_model(name, args, size, timer)
         if args.device == "cuda":
             torch.cuda.empty_cache()
-    if args.csv:
-        write_csv(args.csv, rows)
+        if args.csv:  # after each model: a run cut short keeps what it measured
+            write_csv(args.csv, rows)
     if args.plot:
         plot(args.plot, rows, f"training step, {where}, {args.dtype}")
     return 0
