@@ -75,12 +75,12 @@ class CudaTuning:
     #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
     #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
     #: and of upstream's own mix-order kernel.
-    fused_overhead_s: float = 4.6e-6
-    fused_efficiency: float = 0.875
-    unfused_overhead_s: float = 7.5e-6
-    unfused_efficiency: float = 0.75
-    upstream_overhead_s: float = 16.3e-6
-    upstream_efficiency: float = 0.80
+    fused_overhead_s: float = 2.7e-6
+    fused_efficiency: float = 0.882
+    unfused_overhead_s: float = 7.7e-6
+    unfused_efficiency: float = 0.747
+    upstream_overhead_s: float = 16.6e-6
+    upstream_efficiency: float = 0.801
     #: Looped column tiles: one pass over one column tile of one row block (ln
     #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
     looped_tile_s: float = 2.4e-6
