@@ -233,3 +233,25 @@ def test_codegen_failure_falls_back_to_torch_npu_kernels(kernels, monkeypatch, s
     launched = [cls for cls, _, _ in kernels if not cls.__name__.startswith("MixOrder")]
     assert launched and {c.__name__ for c in launched} <= {"NPUIndexTritonKernel",
                                                            "NPUTritonKernel"}
+
+
+@pytest.mark.parametrize("stage", ["unsupported_backends", "find_candidates",
+                                   "check_accumulator"])
+def test_hook_failure_keeps_torch_npu_kernels(kernels, monkeypatch, stage):
+    """A failure in the hook's own stages on the default backend (the backend check before
+    matching, the matching, the accumulator check in planning): recorded as
+    internal_error, the wrapper is torch_npu's and the gradients are right."""
+    from inductor_ext import diagnostics
+    from inductor_ext.scheduler import hook, legality
+
+    target = hook if stage == "find_candidates" else legality
+    monkeypatch.setattr(target, stage, boom)
+    monkeypatch.setattr(diagnostics, "warned", set())
+    with plugin_on():
+        check_grads("ln", 64, 256)
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs["internal_error"] >= 1
+    assert set(inductor_ext.metrics.rejected_pairs) == {"internal_error"}
+    launched = [cls for cls, _, _ in kernels]
+    assert launched and {c.__name__ for c in launched} <= {"NPUIndexTritonKernel",
+                                                           "NPUTritonKernel"}
