@@ -20,7 +20,7 @@ import inductor_ext  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err, tolerance  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
-#: The 9 shapes of ../shared/reference/baseline_h100.csv.
+#: The 8 shapes of ../shared/reference/baseline_h100.csv.
 BASELINE_SHAPES = ("32768x4096:bf16,65536x1024:bf16,16384x8192:bf16,8192x16384:bf16,"
                    "576000x384:fp32,32768x768:fp32,4096x4096:bf16,262144x128:bf16")
 COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_ascend")
