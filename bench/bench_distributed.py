@@ -58,11 +58,12 @@ from typing import Any
 #: Set before anything starts NCCL or NVSHMEM: NVLink multicast stays off.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
-os.environ.update(MULTICAST_OFF)
-# Every compile is real, so the counters and tables describe this code (a warm FX-graph
-# cache would replay the counters but write no table rows).
-os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
-os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+if __name__ == "__main__":  # run as a script (torchrun); an import leaves os.environ alone
+    os.environ.update(MULTICAST_OFF)
+    # Every compile is real, so the counters and tables describe this code (a warm
+    # FX-graph cache would replay the counters but write no table rows).
+    os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 
 
 def _wants_cpu(argv: list[str]) -> bool:

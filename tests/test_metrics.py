@@ -199,8 +199,9 @@ def test_torch_logs_one_line_for_a_fused_kernel_and_one_for_a_cache_hit(tmp_path
             torch.compile(rms_backward)(*args)
         print("kernels", inductor_ext.metrics.mix_order_kernels)
     """)
+    # The FX-graph cache on whatever the environment says (the variable overrides config).
     env = {**os.environ, "TORCH_LOGS": "+inductor_ext", "TRITON_INTERPRET": "1",
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=600) for _ in range(2)]
     for res in runs:
