@@ -51,9 +51,10 @@ from inductor_ext.testing.reference import max_rel_err  # noqa: E402
 
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 DEFAULT_MODELS = "llama,qwen3,gemma,gpt2,bert,t5,dit"
-#: Training sizes for the GPU run: 2 x 2048 tokens, a 2048-wide model of 4 layers.
+#: Training sizes for the GPU run: 4 x 2048 tokens (8192 rows per norm), a 2048-wide
+#: model of 4 layers.
 GPU_SIZE = models.Size(hidden=2048, layers=4, heads=16, kv_heads=8, ffn=5632, vocab=32000,
-                       seq=2048, batch=2)
+                       seq=2048, batch=4)
 FIELDS = ["model", "device", "dtype", "variant", "norms_total", "norms_found", "norms_fused",
           "norms_declined", "declined_reasons", "mix_order_kernels", "max_grad_err_vs_eager",
           "step_us", "timing", "compile_s", "error"]

@@ -665,6 +665,11 @@ def npu_emulation(soc: str | int = "910B3", backend: str = "default") -> Iterato
         stack.callback(_remove_path, str(wheel_dir))
         os.environ["TORCHINDUCTOR_NPU_BACKEND"] = backend
         os.environ["TORCH_WARM_POOL"] = "0"  # no compile subprocess pool
+        # torch_npu 2.13 registers fallbacks (aten.nll_loss_forward, ...) for ops torch has
+        # decompositions for; torch's make_fallback raises on that when $CI is set (a guard
+        # for PyTorch's own CI). CI runners set it, so a real torch_npu there fails the
+        # same way: the README's Ascend section says to unset it.
+        os.environ.pop("CI", None)
         npu = importlib.import_module("torch_npu.npu")
         torch.npu = npu  # type: ignore[attr-defined]
         _stub_npu_ops(stack)
