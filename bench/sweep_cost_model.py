@@ -1,9 +1,11 @@
 """Calibration sweep for the CUDA cost model: fused (inductor_ext, always_fuse) against
 stock torch.compile (upstream mix-order at its default, on since torch 2.10) and
-upstream mix-order off, over shapes, dtypes, ops and operand layouts.
+upstream mix-order off, over shapes, dtypes, ops and operand layouts; `ext` is
+inductor_ext as users run it (its cost model decides), the variant the "never slower than
+stock" summary line is about.
 
     python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
-        [--part K/P] [--grid full|heldout|smoke]
+        [--part K/P] [--grid full|heldout|smoke] [--variants stock,upstream_off,fused,ext]
 
 Every case is checked against float64 before it is timed (GraphTimer: CUDA-graph replay,
 L2 emptied by a read before each replay, median). Each row carries the fused kernel's
@@ -50,8 +52,11 @@ from common import (  # noqa: E402
 import inductor_ext  # noqa: E402
 
 #: stock: torch.compile as users get it (upstream mix-order at its default);
-#: upstream_off: upstream mix-order off; fused: inductor_ext with always_fuse.
-VARIANTS = ("stock", "upstream_off", "fused")
+#: upstream_off: upstream mix-order off; fused: inductor_ext with always_fuse;
+#: ext: inductor_ext with its cost model deciding (the default config).
+VARIANTS = ("stock", "upstream_off", "fused", "ext")
+#: The summary's geomean covers shapes with M*N at least this (where bandwidth dominates).
+GEOMEAN_MIN_NUMEL = 16 * 2**20
 #: What the fused kernel's mix_order_fusion row adds to a case's measurements.
 RECORDED = ("programs", "block_m", "model_fuses", "model_detail", "shape_info",
             "workspace_bytes")
@@ -259,7 +264,7 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
         if timer is not None:
             row["shape_copy_tbps"] = copy_tbps(timer, numel=case.M * case.N,
                                                dtype=DTYPES[case.dtype])
-        for variant in VARIANTS:
+        for variant in ARGS.variants:
             row.update(measure_variant(case, variant, timer, table_dir, device))
             if device == "cuda":
                 torch.cuda.empty_cache()
@@ -269,16 +274,41 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
             if len(fused) == 1:
                 row.update({k: fused[0].get(k, "") for k in RECORDED})
         best = min(row.get("stock_us", math.nan), row.get("upstream_off_us", math.nan))
-        row["fused_speedup"] = best / row["fused_us"] if row.get("fused_us") else math.nan
+        for variant in ("fused", "ext"):
+            us = row.get(f"{variant}_us")
+            row[f"{variant}_speedup"] = best / us if us else math.nan
+        row["ext_over_stock"] = (row["stock_us"] / row["ext_us"]
+                                 if row.get("ext_us") and "stock_us" in row else math.nan)
         rows.append(row)
         print(f"{case.name:44s} stock {row.get('stock_us', math.nan):9.1f} off "
               f"{row.get('upstream_off_us', math.nan):9.1f} fused "
-              f"{row.get('fused_us', math.nan):9.1f} us  x{row['fused_speedup']:.2f}  "
+              f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
+              f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  "
               f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}",
               flush=True)
         if out_csv:
             write_csv(out_csv, rows)
     return rows
+
+
+def summary(rows: list[dict]) -> str:
+    """The run's verdict in one paragraph: where fusing is faster, where the model fuses,
+    the slowest ext case against the best of stock / upstream off, and the geomean of ext
+    over stock on the large shapes."""
+    faster = sum(1 for r in rows if r["fused_speedup"] > 1)
+    lines = [f"{len(rows)} cases: fusing faster in {faster}; model fuses in "
+             f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}"]
+    ext = [r for r in rows if not math.isnan(r["ext_speedup"])]
+    if ext:
+        worst = min(ext, key=lambda r: r["ext_speedup"])
+        large = [r["ext_over_stock"] for r in ext
+                 if r["M"] * r["N"] >= GEOMEAN_MIN_NUMEL and not math.isnan(r["ext_over_stock"])]
+        geo = math.exp(sum(map(math.log, large)) / len(large)) if large else math.nan
+        lines.append(f"ext vs best of stock/upstream_off: slowest x{worst['ext_speedup']:.3f} "
+                     f"({worst['case']}), {sum(1 for r in ext if r['ext_speedup'] < 1)} below "
+                     f"1.0; geomean ext/stock over {len(large)} shapes with M*N >= "
+                     f"{GEOMEAN_MIN_NUMEL // 2**20}M: x{geo:.3f}")
+    return "\n".join(lines)
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
@@ -302,7 +332,7 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
              "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
-             "--records", str(record_dir)],
+             "--records", str(record_dir), "--variants", ",".join(ARGS.variants)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:
         _, err = p.communicate()
@@ -327,8 +357,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="only compile (with --warm processes) and write each case's "
                          "recorded fusion-table fields to --csv")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"comma-separated, of {','.join(VARIANTS)}")
     global ARGS
     ARGS = args = ap.parse_args(argv)
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(args.variants) - set(VARIANTS))
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
     cases = grid(args.grid)[k::p][w::workers]
@@ -346,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_only:
         record_dir = pathlib.Path(args.records)
         for case in cases:
-            for variant in VARIANTS:
+            for variant in args.variants:
                 before = count_fusion_rows(table_dir)
                 try:
                     with inductor_ext.config.patch(always_fuse=variant == "fused"):
@@ -365,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.warm:
         t0 = time.perf_counter()
         warm(cases, args.warm, record_dir)
-        print(f"warmed {len(cases)} cases x {len(VARIANTS)} variants in "
+        print(f"warmed {len(cases)} cases x {len(args.variants)} variants in "
               f"{time.perf_counter() - t0:.0f} s with {args.warm} processes", flush=True)
     if args.records_only:
         rows = []
@@ -386,9 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     if out:
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     rows = measure(cases, timer, table_dir, args.device, out, record_dir)
-    faster = sum(1 for r in rows if r["fused_speedup"] > 1)
-    print(f"{len(rows)} cases: fusing faster in {faster}; model fuses in "
-          f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")
+    print(summary(rows))
     print(json.dumps({"cases": len(rows)}))
     return 0
 

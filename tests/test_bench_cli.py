@@ -96,3 +96,33 @@ def test_bench_models_size_and_names():
         bench_models.parse_size("width=3", TINY)
     with pytest.raises(SystemExit, match="unknown --models"):
         bench_models.main(["--device", "cpu", "--models", "llama,resnet"])
+
+
+def _sweep_row(case: str, M: int, N: int, stock: float, off: float, fused: float,
+               ext: float) -> dict:
+    best = min(stock, off)
+    return {"case": case, "M": M, "N": N, "stock_us": stock, "upstream_off_us": off,
+            "fused_us": fused, "ext_us": ext, "fused_speedup": best / fused,
+            "ext_speedup": best / ext, "ext_over_stock": stock / ext,
+            "model_fuses": "True" if ext < best else "False"}
+
+
+def test_sweep_summary_names_the_slowest_ext_case_and_the_large_shape_geomean():
+    import sweep_cost_model
+
+    rows = [_sweep_row("big fast", 4096, 4096, 200.0, 300.0, 100.0, 100.0),
+            _sweep_row("big slow", 8192, 4096, 100.0, 90.0, 120.0, 95.0),
+            _sweep_row("small", 64, 64, 10.0, 10.0, 5.0, 5.0)]
+    text = sweep_cost_model.summary(rows)
+    assert "fusing faster in 2; model fuses in 2" in text
+    assert "slowest x0.947 (big slow), 1 below 1.0" in text
+    # geomean of 200/100 and 100/95 over the two shapes with M*N >= 16M; "small" is out
+    assert f"over 2 shapes with M*N >= 16M: x{(2.0 * 100 / 95) ** 0.5:.3f}" in text
+
+
+def test_sweep_refuses_an_unknown_variant(capsys):
+    import sweep_cost_model
+
+    with pytest.raises(SystemExit):
+        sweep_cost_model.main(["--device", "cpu", "--variants", "stock,liger"])
+    assert "unknown ['liger']" in capsys.readouterr().err
