@@ -1,5 +1,5 @@
 """Shared by the torch_npu emulation tests: sessions, the plugin switched on, norm cases
-checked against float64."""
+checked against float64, and a recorder of the kernels torch_npu's schedulings generate."""
 
 from __future__ import annotations
 
@@ -27,6 +27,42 @@ def plugin_on(**options):
     with torch._inductor.config.patch(inductor_ext.options()), \
             inductor_ext.config.patch(always_fuse=True, **options):
         yield
+
+
+@contextlib.contextmanager
+def recorded_kernels():
+    """Yields a list that fills with (class, kernel object, final source) for every Triton
+    kernel torch_npu's schedulings generate inside the block, ours included (they subclass
+    NPUIndexTritonKernel and call its codegen_kernel: each is recorded once, at our mixin,
+    with the source we return). Use inside `session()`."""
+    from torch_npu._inductor.codegen import triton as npu_triton
+
+    from inductor_ext.backends.npu_kernel import NpuMixOrderKernelMixin
+
+    seen: list[tuple[type, object, str]] = []
+    originals = {cls: cls.codegen_kernel for cls in (
+        npu_triton.NPUIndexTritonKernel, npu_triton.NPUTritonKernel, NpuMixOrderKernelMixin)}
+
+    def recorder(cls, original):
+        def record(self, name=None):
+            src = original(self, name)
+            if (cls is NpuMixOrderKernelMixin) == isinstance(self, NpuMixOrderKernelMixin):
+                seen.append((type(self), self, src))
+            return src
+        return record
+
+    for cls, original in originals.items():
+        cls.codegen_kernel = recorder(cls, original)
+    try:
+        yield seen
+    finally:
+        for cls, original in originals.items():
+            cls.codegen_kernel = original
+
+
+def fused_kernels(seen):
+    """The fused kernels among `recorded_kernels()`'s records."""
+    return [(cls, k, src) for cls, k, src in seen if cls.__name__.startswith("MixOrder")]
 
 
 def norm_case(op: str, M: int, N: int, dtype=torch.float32):

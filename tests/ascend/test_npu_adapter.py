@@ -17,7 +17,7 @@ import re
 
 import pytest
 import torch
-from npu_cases import boom, check_grads, plugin_on, session
+from npu_cases import boom, check_grads, fused_kernels, plugin_on, recorded_kernels, session
 
 import inductor_ext
 from inductor_ext.testing import npu_emulation as emu
@@ -38,36 +38,13 @@ def npu():
 def kernels(npu):
     """[(class, kernel object, source)] of every Triton kernel torch_npu's schedulings
     generate (ours included: it subclasses NPUIndexTritonKernel)."""
-    from torch_npu._inductor.codegen import triton as npu_triton
-
-    from inductor_ext.backends.npu_kernel import NpuMixOrderKernelMixin
-
-    seen: list[tuple[type, object, str]] = []
-    originals = {}
-    for cls in (npu_triton.NPUIndexTritonKernel, npu_triton.NPUTritonKernel,
-                NpuMixOrderKernelMixin):
-        originals[cls] = cls.codegen_kernel
-
-        def record(self, name=None, _original=originals[cls], _cls=cls):
-            src = _original(self, name)
-            # Our kernels once, with their final source (they call the base's too).
-            if (_cls is NpuMixOrderKernelMixin) == isinstance(self, NpuMixOrderKernelMixin):
-                seen.append((type(self), self, src))
-            return src
-
-        cls.codegen_kernel = record
     torch._dynamo.reset()
     inductor_ext.metrics.reset()
     try:
-        yield seen
+        with recorded_kernels() as seen:
+            yield seen
     finally:
-        for cls, original in originals.items():
-            cls.codegen_kernel = original
         torch._dynamo.reset()
-
-
-def _fused(kernels):
-    return [(cls, k, src) for cls, k, src in kernels if cls.__name__.startswith("MixOrder")]
 
 
 def test_fused_kernel_on_torch_npu_classes(kernels):
@@ -79,7 +56,7 @@ def test_fused_kernel_on_torch_npu_classes(kernels):
         check_grads("rms", 64, 128)
     assert inductor_ext.metrics.mix_order_kernels == 1
     assert not inductor_ext.metrics.rejected_pairs
-    [(cls, kernel, src)] = _fused(kernels)
+    [(cls, kernel, src)] = fused_kernels(kernels)
     assert issubclass(cls, NPUIndexTritonKernel) and issubclass(cls, NpuMixOrderKernelMixin)
     # torch_npu's axis names; X0BLOCK is no argument but the rows each program owns.
     signature = re.search(r"def \S+\((.*)\):", src).group(1)
@@ -133,7 +110,7 @@ def test_index_analysis_sees_the_column_bodies(npu):
 def test_column_tiled_row(kernels):
     with plugin_on():
         check_grads("ln", 33, 16384, torch.bfloat16)
-    [(cls, kernel, src)] = _fused(kernels)
+    [(cls, kernel, src)] = fused_kernels(kernels)
     assert kernel.plan.column_tiled
     assert "X0BLOCK_SUB : tl.constexpr, R1BLOCK_SUB : tl.constexpr" in src
     assert src.count("for loop_r1 in range(loops_r1):") == 2  # statistics, then dx
@@ -147,7 +124,7 @@ def test_column_tiled_row(kernels):
 def test_norm_backward_numerics(kernels, op, N, M, dtype):
     with plugin_on():
         check_grads(op, M, N, dtype)
-    assert len(_fused(kernels)) == 1
+    assert len(fused_kernels(kernels)) == 1
 
 
 def test_ub_budget_and_configs_follow_the_calibrated_estimate(kernels):
@@ -155,7 +132,7 @@ def test_ub_budget_and_configs_follow_the_calibrated_estimate(kernels):
 
     with plugin_on():
         check_grads("rms", 64, 768)
-    [(cls, kernel, src)] = _fused(kernels)
+    [(cls, kernel, src)] = fused_kernels(kernels)
     extra = dict(kernel.plan.extra)
     assert extra["ub_budget"] == 192 * 1024 and extra["backend"] == "torch_npu"
     for cfg in kernel.plan.configs:
@@ -205,7 +182,7 @@ def test_float64_declined_with_reason(kernels):
         torch.compile(reference.rms_backward, dynamic=False)(*[a.double() for a in args])
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["unsupported_dtype"] >= 1
-    assert not _fused(kernels)
+    assert not fused_kernels(kernels)
 
 
 @pytest.mark.parametrize("stage", ["add_partial", "after_define_kernel", "make_kernel"])

@@ -12,7 +12,7 @@ import contextlib
 
 import pytest
 import torch
-from npu_cases import boom, check_grads, plugin_on, session
+from npu_cases import boom, check_grads, fused_kernels, plugin_on, recorded_kernels, session
 
 import inductor_ext
 from inductor_ext.testing import npu_emulation as emu
@@ -24,48 +24,21 @@ pytestmark = pytest.mark.skipif(not emu.can_emulate(),
 
 def test_vector_cores_from_npu_device_limit(monkeypatch):
     monkeypatch.setenv("NPU_DEVICE_LIMIT", "10,20")
-    seen = []
     with session():
         from torch_npu._inductor import config as npu_config
-        from torch_npu._inductor.codegen.triton import NPUIndexTritonKernel
 
         assert npu_config.num_vector_core == 20
-        original = NPUIndexTritonKernel.codegen_kernel
-
-        def record(self, name=None):
-            seen.append(self)
-            return original(self, name)
-
-        NPUIndexTritonKernel.codegen_kernel = record
-        try:
-            with plugin_on():
-                check_grads("rms", 2048, 128)
-        finally:
-            NPUIndexTritonKernel.codegen_kernel = original
-    [kernel] = [k for k in seen if type(k).__name__.startswith("MixOrder")]
+        with recorded_kernels() as seen, plugin_on():
+            check_grads("rms", 2048, 128)
+    [(_, kernel, _)] = fused_kernels(seen)
     assert kernel.plan.programs == 20
     assert kernel.inductor_meta["fixed_grid"] == ["20", "1", "1"]
 
 
 def test_ascend950_session():
-    seen = []
-    with session(soc="950"):
-        from torch_npu._inductor.codegen.triton import NPUIndexTritonKernel
-
-        original = NPUIndexTritonKernel.codegen_kernel
-
-        def record(self, name=None):
-            src = original(self, name)
-            seen.append((self, src))
-            return src
-
-        NPUIndexTritonKernel.codegen_kernel = record
-        try:
-            with plugin_on():
-                check_grads("ln", 64, 768, torch.bfloat16)
-        finally:
-            NPUIndexTritonKernel.codegen_kernel = original
-    [(kernel, src)] = [(k, s) for k, s in seen if type(k).__name__.startswith("MixOrder")]
+    with session(soc="950"), recorded_kernels() as seen, plugin_on():
+        check_grads("ln", 64, 768, torch.bfloat16)
+    [(_, kernel, src)] = fused_kernels(seen)
     assert dict(kernel.plan.extra)["ub_budget"] == 256 * 1024
     assert kernel.inductor_meta["npu_kernel_type"] == "simt_template"
     assert all(c["compile_mode"] == "simd_simt_template"
@@ -75,30 +48,17 @@ def test_ascend950_session():
 def test_int64_indices_on_ascend950():
     """On Ascend950 torch_npu keeps int64 indices (casting program ids); the fused
     kernel's own index math follows the kernel's index dtype."""
-    seen = []
-    with session(soc="950"):
-        from torch_npu._inductor.codegen.triton import NPUIndexTritonKernel
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 
-        original = NPUIndexTritonKernel.codegen_kernel
-
-        def record(self, name=None):
-            src = original(self, name)
-            seen.append((self, src))
-            return src
-
-        from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
-
-        select = SIMDKernelFeatures.select_index_dtype
-        NPUIndexTritonKernel.codegen_kernel = record
-        # As for tensors past 2**31 elements (too large for the interpreter).
-        SIMDKernelFeatures.select_index_dtype = lambda self: torch.int64
-        try:
-            with plugin_on():
-                check_grads("rms", 33, 128)
-        finally:
-            NPUIndexTritonKernel.codegen_kernel = original
-            SIMDKernelFeatures.select_index_dtype = select
-    [src] = [s for k, s in seen if type(k).__name__.startswith("MixOrder")]
+    select = SIMDKernelFeatures.select_index_dtype
+    # As for tensors past 2**31 elements (too large for the interpreter).
+    SIMDKernelFeatures.select_index_dtype = lambda self: torch.int64
+    try:
+        with session(soc="950"), recorded_kernels() as seen, plugin_on():
+            check_grads("rms", 33, 128)
+    finally:
+        SIMDKernelFeatures.select_index_dtype = select
+    [(_, _, src)] = fused_kernels(seen)
     assert "x0_offset = tl.program_id(0).to(tl.int64) * X0BLOCK" in src
     assert "(tl.program_id(0).to(tl.int64) * 1 + 0)" in src
 

@@ -14,6 +14,7 @@ import os
 
 import pytest
 import torch
+from npu_cases import recorded_kernels
 
 from inductor_ext.testing import npu_emulation as emu
 from inductor_ext.testing import reference
@@ -37,26 +38,12 @@ def emulation():
 
 @pytest.fixture
 def kernels(emulation):
-    """(kernel class name, source) of every Triton kernel torch_npu's scheduling emits."""
-    from torch_npu._inductor.codegen import triton as npu_triton
-
-    seen: list[tuple[str, str]] = []
-    originals = {}
-    for cls in (npu_triton.NPUIndexTritonKernel, npu_triton.NPUTritonKernel):
-        originals[cls] = cls.codegen_kernel
-
-        def record(self, name=None, _original=originals[cls]):
-            src = _original(self, name)
-            seen.append((type(self).__name__, src))
-            return src
-
-        cls.codegen_kernel = record
+    """(kernel class, kernel, source) of every Triton kernel torch_npu's scheduling emits."""
     torch._dynamo.reset()
     try:
-        yield seen
+        with recorded_kernels() as seen:
+            yield seen
     finally:
-        for cls, original in originals.items():
-            cls.codegen_kernel = original
         torch._dynamo.reset()
 
 
@@ -87,11 +74,11 @@ def test_norm_fwd_bwd_through_torch_npu(kernels, op: str, dname: str, M: int, N:
     reference.assert_close(got, ref, ["dx", "dw", "db"][:len(got)], eager=eager)
 
     assert kernels, "no Triton kernel was generated"
-    classes = {cls for cls, _ in kernels}
+    classes = {cls.__name__ for cls, _, _ in kernels}
     assert classes <= {"NPUIndexTritonKernel", "NPUTritonKernel"}, classes
     # torch_npu's index kernel is the normal path; NPUTritonKernel is its own fallback.
     assert "NPUIndexTritonKernel" in classes, classes
-    for cls, src in kernels:
+    for cls, _, src in kernels:
         assert "'mix_mode': 'aiv'" in src
         assert "torch_npu._inductor.runtime import triton_heuristics" in src
         if cls == "NPUIndexTritonKernel":
@@ -125,4 +112,4 @@ def test_tiny_llama_training_step(kernels):
     assert abs(loss.item() - eager_loss.item()) < 1e-4
     for g, e in zip(grads, eager_grads):
         assert reference.max_rel_err(g, e) < 1e-3
-    assert any(cls == "NPUIndexTritonKernel" for cls, _ in kernels)
+    assert any(cls.__name__ == "NPUIndexTritonKernel" for cls, _, _ in kernels)
