@@ -7,7 +7,8 @@ lose speed, so `apply` counts each application (`applied()`) and each miss (`mis
 logged once per rewrite at warning). A miss of a `required` rewrite (the kernel would be
 wrong without it) raises, and the codegen falls back to Inductor's kernels; any other
 miss keeps the text as it is. tests/test_rewrites.py compiles kernels that need every
-registered rewrite and checks that each applied.
+rewrite of Inductor's text and checks that each applied (torch_npu's:
+tests/ascend/test_npu_adapter.py, under its emulation).
 """
 
 from __future__ import annotations
@@ -40,15 +41,16 @@ class Rewrite:
     expects: str  # the generated text it edits, as Inductor / torch_npu writes it
     fn: Callable[..., str]
     required: bool = False  # a miss raises RewriteMissed instead of keeping the text
+    backend: str = "inductor"  # whose text: "inductor", or "torch_npu" (its own kernel class)
 
 
 REGISTRY: dict[str, Rewrite] = {}
 
 
-def _register(name: str, expects: str, required: bool = False
+def _register(name: str, expects: str, required: bool = False, backend: str = "inductor"
               ) -> Callable[[Callable[..., str]], Callable[..., str]]:
     def wrap(fn: Callable[..., str]) -> Callable[..., str]:
-        REGISTRY[name] = Rewrite(name, expects, fn, required)
+        REGISTRY[name] = Rewrite(name, expects, fn, required, backend)
         return fn
     return wrap
 
@@ -298,7 +300,7 @@ def autotune_decorator(src: str) -> str:
 
 @_register("npu_decorator",
            "one `@triton_heuristics.<heuristic>(` line and our decorator's import "
-           "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True)
+           "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True, backend="torch_npu")
 def npu_decorator(src: str, heuristic: str, decorator: str, decorator_import: str) -> str:
     """Our decorator in place of torch_npu's one on the kernel: its codegen_kernel writes
     the heuristic's name inline. The import is emitted by the kernel class itself."""
