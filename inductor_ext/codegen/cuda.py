@@ -13,10 +13,13 @@ L2_PREFETCH_ASM = (
     "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a; mov.u32 t, %tid.x; "
     "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
     "@p cp.async.bulk.prefetch.L2.global [a], n; mov.u32 $0, 0; }")
+
+
 def l2_prefetch_keep_asm(keep_fraction: float) -> str:
-    """The same for rows read twice (column-tiled: the second pass re-reads the row), with
+    """The L2 hint for rows read twice (column-tiled: the second pass re-reads the row), with
     the lines entering L2 as evict_last (a `keep_fraction` share of them), so that
-    streaming traffic does not push them out before that second pass."""
+    streaming traffic does not push them out before that second pass. Written with its
+    fraction, not edited from a fixed one."""
     return ("{ .reg .pred p; .reg .u32 t, n; .reg .u64 a, pol; mov.u32 t, %tid.x; "
             "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
             f"createpolicy.fractional.L2::evict_last.b64 pol, {keep_fraction!r}; "
