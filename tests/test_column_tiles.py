@@ -1,4 +1,4 @@
-"""The text rewrites of Inductor's column-tile loops (codegen/column_tiles.py): what they
+"""The text rewrites of Inductor's column-tile loops (codegen/rewrites.py): what they
 change, what they leave alone, and that a rewritten loop still computes the same sums."""
 
 import importlib.util
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.codegen.column_tiles import chunk_row_sums, stream_row_stores, unpin_row_loads
+from inductor_ext.codegen.rewrites import chunk_row_sums, stream_row_stores, unpin_row_loads
 from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads, layer_norm
 
 # Inductor's looped row sum as it writes it (masked form: the last tile is partial).

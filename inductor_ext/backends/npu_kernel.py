@@ -30,6 +30,7 @@ import importlib
 from typing import Any
 
 from .. import compat
+from ..codegen import rewrites
 from ..codegen.combine import COMBINE, TL_REDUCE
 from ..codegen.flavor import get_flavor
 from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
@@ -205,14 +206,10 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
 
 
 def use_mix_order_decorator(src: str, heuristic: str) -> str:
-    """Our decorator in place of torch_npu's one on the kernel (the only text edit of
-    torch_npu's output: its codegen_kernel writes the heuristic's name inline). The kernel
-    must carry exactly one `@triton_heuristics.<heuristic>(` line and our import."""
-    expected = f"@triton_heuristics.{heuristic}("
-    if src.count(expected) != 1 or _DECORATOR_IMPORT not in src:
-        raise RuntimeError(f"torch_npu kernel header changed: expected one {expected!r} "
-                           f"line and {_DECORATOR_IMPORT!r}")
-    return src.replace(expected, f"@{DECORATOR}(")
+    """Our decorator in place of torch_npu's one on the kernel (the only edit of torch_npu's
+    output, the `npu_decorator` rewrite: its codegen_kernel writes the heuristic's name
+    inline). A kernel without exactly one such line raises RewriteMissed (a fallback)."""
+    return rewrites.apply("npu_decorator", src, heuristic, DECORATOR, _DECORATOR_IMPORT)
 
 
 @functools.cache

@@ -13,20 +13,26 @@ L2_PREFETCH_ASM = (
     "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a; mov.u32 t, %tid.x; "
     "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
     "@p cp.async.bulk.prefetch.L2.global [a], n; mov.u32 $0, 0; }")
-#: The same for rows read twice (column-tiled: the second pass re-reads the row), with
-#: the lines entering L2 as evict_last (a `keep_fraction` share of them), so that
-#: streaming traffic does not push them out before that second pass.
-L2_PREFETCH_ASM_KEEP = (
-    "{ .reg .pred p; .reg .u32 t, n; .reg .u64 a, pol; mov.u32 t, %tid.x; "
-    "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
-    "createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
-    "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [a], n, pol; mov.u32 $0, 0; }")
+
+
+def l2_prefetch_keep_asm(keep_fraction: float) -> str:
+    """The L2 hint for rows read twice (column-tiled: the second pass re-reads the row), with
+    the lines entering L2 as evict_last (a `keep_fraction` share of them), so that
+    streaming traffic does not push them out before that second pass. Written with its
+    fraction, not edited from a fixed one."""
+    return ("{ .reg .pred p; .reg .u32 t, n; .reg .u64 a, pol; mov.u32 t, %tid.x; "
+            "setp.eq.u32 p, t, 0; and.b64 a, $1, -16; and.b32 n, $2, -16; "
+            f"createpolicy.fractional.L2::evict_last.b64 pol, {keep_fraction!r}; "
+            "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [a], n, pol; mov.u32 $0, 0; }")
+
+
+#: The keeping variant for all of a row's lines.
+L2_PREFETCH_ASM_KEEP = l2_prefetch_keep_asm(1.0)
 
 
 def l2_prefetch_asm(second_pass: bool, keep_fraction: float) -> str:
     if second_pass and keep_fraction > 0:
-        return L2_PREFETCH_ASM_KEEP.replace("evict_last.b64 pol, 1.0;",
-                                            f"evict_last.b64 pol, {keep_fraction!r};")
+        return l2_prefetch_keep_asm(keep_fraction)
     return L2_PREFETCH_ASM
 
 

@@ -30,7 +30,7 @@ from ..compat import (
 from ..plan import LaunchPlan
 from ..runtime import autotune
 from ..scheduler import reorder
-from . import column_tiles, finalize
+from . import column_tiles, finalize, rewrites
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import TargetFlavor, get_flavor
 
@@ -221,9 +221,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             masked = not self._has_constant_mask(self.range_trees[1])
             load_mask = ", r0_mask, other=0.0" if masked else ""
             store_mask = ", r0_mask" if masked else ""
-            self.compute.writeline(
-                f"{ptr} = {self.ws_inner_name} + ({self.ws_offset} + (tl.program_id(0) * "
-                f"{self.num_partials} + {index}) * r0_numel + r0_index)")
+            self.compute.writeline(f"{ptr} = {self._workspace_pointer(index, 'r0_index')}")
             self.compute.writeline(
                 f"tl.store({ptr}, tl.load({ptr}{load_mask}) + "
                 f"tl.sum({val}, 0)[None, :]{store_mask})")
@@ -236,7 +234,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self._final_flush = True  # the codegen_body call from here is the last one
         src = super().codegen_kernel(name)
         if self.autotuned:
-            src = _use_autotune_decorator(src)
+            src = rewrites.apply("autotune_decorator", src)
         return src
 
     def codegen_body(self) -> None:
@@ -257,6 +255,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
                            f"{self.acc_type})")
         prefetch = self._prefetch_split() if plan.prefetch else None
+        if plan.prefetch and prefetch is None:
+            rewrites.record_miss("prefetch_next_block", "loads left single-buffered")
         if prefetch is not None:
             # Prologue: the first row block's loads, then each iteration loads the next
             # block into fresh registers before computing the current one.
@@ -282,14 +282,11 @@ class MixOrderKernelMixin(MixOrderKernelBase):
                 for var in prefetch.variables:
                     body.writeline(f"{var} = {var}_pf")
         self._write_pdl_trigger(body)
-        K = len(self.partials)
         r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
         for part in self.partials:
             reduce_fn = TL_REDUCE[part.reduction_type]
-            slot = f"(tl.program_id(0) * {K} + {part.index}) * r0_numel"
-            body.writeline(
-                f"tl.store({self.ws_inner_name} + ({self.ws_offset} + {slot} + r0_index), "
-                f"{reduce_fn}({part.acc}, 0)[None, :]{r0_mask})")
+            body.writeline(f"tl.store({self._workspace_pointer(part.index, 'r0_index')}, "
+                           f"{reduce_fn}({part.acc}, 0)[None, :]{r0_mask})")
         for buf in (self.indexing_code, self.loads, self.compute, self.stores,
                     self.post_loop_combine, self.post_loop_store):
             buf.clear()
@@ -325,11 +322,6 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def _write_prefetch(self, body: Any, prefetch: _Prefetch) -> None:
         """Loads of the next row block (clamped in bounds, or masked) into `<var>_pf`."""
-        def rename(line: str) -> str:
-            for name in prefetch.index_names:
-                line = re.sub(rf"\b{name}\b", f"{name}_pf", line)
-            return line
-
         for line in prefetch.other_loads:
             body.writeline(line)
         nxt = "xoffset + row_step"
@@ -337,16 +329,17 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             nxt = f"tl.minimum({nxt}, xnumel - XBLOCK)"
         body.writeline(f"xoffset_pf = {nxt}")
         body.writeline("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
+        lines = []
         if self._has_constant_mask(self.range_trees[0]):
-            body.writeline(rename(self.create_constant_mask(self.range_trees[0])))
+            lines.append(self.create_constant_mask(self.range_trees[0]))
         else:
             body.writeline("xmask_pf = xindex_pf < xnumel")
-        for line in self.indexing_code.getvalue().splitlines():
-            if line.strip():
-                body.writeline(rename(line.strip()))
-        for line, var in zip(prefetch.row_loads, prefetch.variables):
-            rhs = line.split("=", 1)[1]
-            body.writeline(f"{var}_pf ={rename(rhs)}")
+        lines += [ln.strip() for ln in self.indexing_code.getvalue().splitlines() if ln.strip()]
+        lines += prefetch.row_loads
+        renamed = rewrites.apply("prefetch_next_block", "\n".join(lines),
+                                 [*prefetch.index_names, *prefetch.variables])
+        for line in renamed.splitlines():
+            body.writeline(line)
 
     # -- L2 prefetch of row blocks ahead (Hopper) ---------------------------------------
     def _write_l2_prefetch(self, body: Any) -> None:
@@ -396,14 +389,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self._wrapped = True
         inner = self.body.getvalue()
         tiles = self.register_tiles
-        if tiles:
-            inner = column_tiles.unroll_column_loops(inner, tiles,
-                                                     [part.acc for part in self.partials])
-        inner = column_tiles.chunk_row_sums(inner, self.plan.row_sum_chunk)
-        if self.plan.stream_stores:
-            inner = column_tiles.stream_row_stores(inner)
-        if self.plan.unpin_row_loads:
-            inner = column_tiles.unpin_row_loads(inner)
+        inner = column_tiles.rewrite_loops(inner, self.plan, [part.acc for part in self.partials])
         body = type(self.body)()
         for line in self.flavor.loop_header(self.plan):
             body.writeline(line)
@@ -430,16 +416,20 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def _write_tile_partials(self, body: Any, tiles: int) -> None:
         """Each unrolled tile's partials into its columns of the program's workspace row."""
-        K = len(self.partials)
         masked = not self._has_constant_mask(self.range_trees[1])
         body.writeline("r0_cols = tl.arange(0, R0_BLOCK)[None, :]")
         for part in self.partials:
-            slot = f"(tl.program_id(0) * {K} + {part.index}) * r0_numel"
             for tile in range(tiles):
                 cols = f"{tile} * R0_BLOCK + r0_cols"
                 mask = f", {cols} < r0_numel" if masked else ""
-                body.writeline(f"tl.store({self.ws_inner_name} + ({self.ws_offset} + {slot} + "
-                               f"{cols}), {part.acc}_t{tile}{mask})")
+                body.writeline(f"tl.store({self._workspace_pointer(part.index, cols)}, "
+                               f"{part.acc}_t{tile}{mask})")
+
+    def _workspace_pointer(self, index: int, cols: str) -> str:
+        """Pointers to columns `cols` of partial `index` in this program's workspace row
+        (the partials' three stores and the looped tiles' adds all address it)."""
+        slot = f"(tl.program_id(0) * {self.num_partials} + {index}) * r0_numel"
+        return f"{self.ws_inner_name} + ({self.ws_offset} + {slot} + {cols})"
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
@@ -449,20 +439,6 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             body.writeline(self.create_constant_mask(x_tree))
         else:
             body.writeline("xmask = xindex < xnumel")
-
-
-_FIXED_DECORATOR = "@triton_heuristics.fixed_config("
-_HEURISTICS_IMPORT = "from torch._inductor.runtime import triton_helpers, triton_heuristics"
-
-
-def _use_autotune_decorator(src: str) -> str:
-    """Swap Inductor's one-config decorator for ours (same arguments, the config list is in
-    inductor_meta) and import it in the kernel module."""
-    if src.count(_FIXED_DECORATOR) != 1 or _HEURISTICS_IMPORT not in src:
-        raise RuntimeError("unexpected kernel header: cannot attach the autotune configs")
-    src = src.replace(_FIXED_DECORATOR, "@mix_order_autotune(")
-    return src.replace(_HEURISTICS_IMPORT, _HEURISTICS_IMPORT +
-                       "\nfrom inductor_ext.runtime.autotune import mix_order_autotune", 1)
 
 
 @functools.cache

@@ -232,3 +232,16 @@ def test_hook_failure_keeps_torch_npu_kernels(kernels, monkeypatch, stage):
     launched = [cls for cls, _, _ in kernels]
     assert launched and {c.__name__ for c in launched} <= {"NPUIndexTritonKernel",
                                                            "NPUTritonKernel"}
+
+
+def test_every_torch_npu_rewrite_applies(kernels):
+    """torch_npu's kernel text still has what our rewrites of it expect (tests/test_rewrites.py
+    checks the rewrites of Inductor's text)."""
+    from inductor_ext.codegen import rewrites
+
+    rewrites.reset()
+    with plugin_on():
+        check_grads("ln", 33, 128)
+    names = {name for name, r in rewrites.REGISTRY.items() if r.backend == "torch_npu"}
+    assert names and all(rewrites.applied()[name] > 0 for name in names)
+    assert rewrites.missed() == {}

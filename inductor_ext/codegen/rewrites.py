@@ -1,0 +1,310 @@
+"""Every edit of the Triton text that Inductor (or torch_npu) generates, in one place.
+
+We emit our own lines directly; these rewrites are what is left: edits of lines that
+Inductor writes itself. Each one is a `Rewrite` record naming the text it expects. A
+torch upgrade can change that text, and a rewrite that no longer finds it would silently
+lose speed, so `apply` counts each application (`applied()`) and each miss (`missed()`,
+logged once per rewrite at warning). A miss of a `required` rewrite (the kernel would be
+wrong without it) raises, and the codegen falls back to Inductor's kernels; any other
+miss keeps the text as it is. tests/test_rewrites.py compiles kernels that need every
+rewrite of Inductor's text and checks that each applied (torch_npu's:
+tests/ascend/test_npu_adapter.py, under its emulation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from torch._dynamo.utils import counters
+
+from .. import diagnostics
+
+#: Buckets of `torch._dynamo.utils.counters`: applications and misses, by rewrite name.
+APPLIED_KEY = "inductor_ext_rewrites"
+MISSED_KEY = "inductor_ext_rewrite_misses"
+
+
+class RewriteMissed(RuntimeError):
+    """A required rewrite did not find its text (the codegen falls back on it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    """One edit of generated text: `fn(text, *args)` returns the edited text, and the
+    rewrite applied when that differs from `text`."""
+
+    name: str
+    expects: str  # the generated text it edits, as Inductor / torch_npu writes it
+    fn: Callable[..., str]
+    required: bool = False  # a miss raises RewriteMissed instead of keeping the text
+    backend: str = "inductor"  # whose text: "inductor", or "torch_npu" (its own kernel class)
+
+
+REGISTRY: dict[str, Rewrite] = {}
+
+
+def _register(name: str, expects: str, required: bool = False, backend: str = "inductor"
+              ) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    def wrap(fn: Callable[..., str]) -> Callable[..., str]:
+        REGISTRY[name] = Rewrite(name, expects, fn, required, backend)
+        return fn
+    return wrap
+
+
+def apply(name: str, text: str, *args: Any) -> str:
+    """`text` through the rewrite `name`, counted as applied or missed."""
+    rewrite = REGISTRY[name]
+    out = rewrite.fn(text, *args)
+    if out != text:
+        counters[APPLIED_KEY][name] += 1
+        return out
+    record_miss(name)
+    if rewrite.required:
+        raise RewriteMissed(f"rewrite {name!r} found no {rewrite.expects!r}")
+    return text
+
+
+def record_miss(name: str, detail: str = "") -> None:
+    """Count a miss of rewrite `name` and warn once: also for callers whose own analysis
+    finds the expected text absent before they get to `apply`."""
+    counters[MISSED_KEY][name] += 1
+    diagnostics.warn_once(
+        f"rewrite_miss:{name}",
+        "inductor_ext: the generated Triton text no longer has what rewrite %r expects "
+        "(%s)%s; the kernel is built without it and may be slower",
+        name, REGISTRY[name].expects, f": {detail}" if detail else "")
+
+
+def applied() -> Counter[str]:
+    return Counter(counters[APPLIED_KEY])
+
+
+def missed() -> Counter[str]:
+    return Counter(counters[MISSED_KEY])
+
+
+def reset() -> None:
+    counters[APPLIED_KEY].clear()
+    counters[MISSED_KEY].clear()
+
+
+def _joined_like(lines: list[str], code: str) -> str:
+    """`lines` as text, ending in a newline when `code` did (line-wise rewrites keep it)."""
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
+
+
+# -- column-tiled kernels (chosen by the plan; see codegen/column_tiles.py) ----------------
+
+COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
+
+
+@_register("unroll_column_loops", COLUMN_LOOP, required=True)
+def unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
+    """Replace each loop over column tiles by `tiles` straight-line copies with a constant
+    r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
+    partials of a whole row live in registers across the row loop. Required: the
+    register-tiled kernel stores the per-tile accumulators."""
+    renames = [re.compile(rf"\b{re.escape(acc)}\b") for acc in accumulators]
+    lines = code.splitlines()
+    out: list[str] = []
+    unrolled = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.strip() != COLUMN_LOOP:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        body = []
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith(indent + " ")):
+            body.append(lines[i])
+            i += 1
+        body_indent = min(len(b) - len(b.lstrip()) for b in body if b.strip())
+        for tile in range(tiles):
+            out.append(f"{indent}r0_offset = {tile} * R0_BLOCK")
+            for body_line in body:
+                text = indent + body_line[body_indent:] if body_line.strip() else ""
+                for pattern in renames:
+                    text = pattern.sub(lambda m, t=tile: f"{m.group(0)}_t{t}", text)
+                out.append(text)
+        unrolled += 1
+    if not unrolled:
+        return code
+    return "\n".join(out) + "\n"
+
+
+_SUM_INIT = re.compile(r"^(\s*)(_tmp\d+) = tl\.full\(\[XBLOCK, R0_BLOCK\], 0, tl\.float32\)$")
+
+
+@_register("chunk_row_sums",
+           "_tmpA = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32); tmpC = _tmpA + tmpB; "
+           "_tmpA = tmpC (or tl.where(mask, tmpC, _tmpA)); tmpD = tl.sum(_tmpA, 1)[:, None]")
+def chunk_row_sums(code: str, chunk: int) -> str:
+    """Fold each tile's row-sum terms over runs of `chunk` adjacent columns before adding
+    them to the accumulator, which becomes [XBLOCK, R0_BLOCK // chunk].
+
+    A run of 8 columns is what one thread holds of a 16-byte vector load, so the fold is
+    register adds in the thread, no shuffles. At LayerNorm 8192x16384 (two row sums over
+    tiles of 4096, 16 warps) this frees 14 registers per thread and took the H100 kernel
+    from 10 spilled registers to none, 309 -> 290 us (bench/NOTES.md, session 10).
+
+    Only fp32 sums written in Inductor's looped form are rewritten:
+        _tmpA = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+        tmpC = _tmpA + tmpB
+        _tmpA = tmpC                          (or tl.where(mask, tmpC, _tmpA))
+        tmpD = tl.sum(_tmpA, 1)[:, None]
+    an accumulator used in any other way is left as it is.
+    """
+    if chunk <= 1:
+        return code
+    lines = code.splitlines()
+    for i, line in enumerate(list(lines)):
+        match = _SUM_INIT.match(line)
+        if match is not None:
+            lines = _chunk_one(lines, i, match.group(1), match.group(2), chunk)
+    return _joined_like(lines, code)
+
+
+def _chunk_one(lines: list[str], init: int, indent: str, acc: str, chunk: int) -> list[str]:
+    """`lines` with accumulator `acc` (initialised at line `init`) chunked, or unchanged
+    when any use of it or of its combined values is not of the looped-sum form."""
+    a = re.escape(acc)
+    combine = re.compile(rf"^(\s*)(tmp\d+) = {a} \+ (tmp\d+)$")
+    final = re.compile(rf"^\s*tmp\d+ = tl\.sum\({a}, 1\)\[:, None\]$")
+    uses = re.compile(rf"\b{a}\b")
+    rewrites: dict[int, str] = {
+        init: f"{indent}{acc} = tl.full([XBLOCK, R0_BLOCK // {chunk}], 0, tl.float32)"}
+    totals: set[str] = set()
+    finals = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if i == init or not uses.search(line):
+            i += 1
+            continue
+        if final.match(line):
+            finals += 1
+            i += 1
+            continue
+        match = combine.match(line)
+        if match is None or i + 1 >= len(lines):
+            return lines
+        pad, total, term = match.groups()
+        update = lines[i + 1].strip()
+        t = re.escape(total)
+        masked = re.fullmatch(rf"{a} = tl\.where\((.+), {t}, {a}\)", update)
+        if update == f"{acc} = {total}":
+            value = term
+        elif masked is not None:
+            value = f"tl.where({masked.group(1)}, {term}, 0.0)"
+        else:
+            return lines
+        rewrites[i] = (f"{pad}{total} = {acc} + tl.sum(tl.reshape({value}.to(tl.float32), "
+                       f"[XBLOCK, R0_BLOCK // {chunk}, {chunk}]), 2)")
+        rewrites[i + 1] = f"{pad}{acc} = {total}"
+        totals.add(total)
+        i += 2
+    if not finals or not totals:
+        return lines
+    # The combined values must feed the accumulator only.
+    for j, line in enumerate(lines):
+        if j not in rewrites and any(re.search(rf"\b{t}\b", line) for t in totals):
+            return lines
+    return [rewrites.get(j, line) for j, line in enumerate(lines)]
+
+
+_ROW_STORE = re.compile(r"^(\s*tl\.store\(out_ptr\d+ \+ .*)\)$")
+
+
+@_register("stream_row_stores", "tl.store(out_ptrN + (...), value, mask) without a cache hint")
+def stream_row_stores(code: str) -> str:
+    """Give the kernel's output stores (`out_ptr*`: dx and the like, written once and not
+    read back here) the streaming cache hint `.cs`, so that they leave the L2 first.
+
+    A column-tiled row is read twice (the second pass from L1 or L2) and its successor is
+    hinted into L2 ahead of time; the streaming dx lines then stop pushing those rows and
+    the workspace out. LayerNorm 8192x16384 on H100: 297 -> 292 us (bench/NOTES.md,
+    session 10). Stores that already carry a cache hint are left as they are."""
+    out = []
+    for line in code.splitlines():
+        match = _ROW_STORE.match(line)
+        if match is not None and "cache_modifier" not in line and "eviction_policy" not in line:
+            line = f"{match.group(1)}, cache_modifier='.cs')"
+        out.append(line)
+    return _joined_like(out, code)
+
+
+#: A load of [M, N] rows (its index names a column and a row variable) that Inductor
+#: marked `evict_last` because the row is read again later in the kernel.
+_PINNED_ROW_LOAD = re.compile(
+    r"^(\s*tmp\d+ = tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\), [^,()]+)"
+    r", eviction_policy='evict_last'(?=[,)])")
+
+
+@_register("unpin_row_loads",
+           "tmpN = tl.load(in_ptrN + (<r0_ and x index>), mask, eviction_policy='evict_last'")
+def unpin_row_loads(code: str) -> str:
+    """Drop Inductor's `evict_last` from the loads of [M, N] rows in register-tiled kernels.
+
+    Inductor marks the first pass's row loads evict_last for the second pass. Triton turns
+    that into an L1 *and* an L2 priority, but in a register-tiled kernel the second pass
+    reads the row back from L1: the L2 copy is never read again, yet each row time pins
+    another 8.4 MB of x and dy there (LayerNorm 8192x16384 on H100; Nsight Compute shows
+    these loads as L2 HIT_LAST), ahead of the lines hinted for the next row. With the
+    default policy: 290.5 -> 288.5 us end to end (bench/NOTES.md, session 11). The weight
+    (a column-only index) and per-row scalars (row-only) keep their hint."""
+    out = [_PINNED_ROW_LOAD.sub(r"\1", line) for line in code.splitlines()]
+    return _joined_like(out, code)
+
+
+# -- persistent kernels: register double buffering of the row loads (CUDA) --------------
+
+@_register("prefetch_next_block",
+           "index lines `name = expr` and one-line row loads `tmpN = tl.load(...)` whose "
+           "index reads no tmp")
+def prefetch_next_block(code: str, names: list[str]) -> str:
+    """The next row block's version of Inductor's indexing and row-load lines: every
+    whole-word `name` in `names` (row-block index variables, load results) renamed
+    `<name>_pf`, so the loads of block i + 1 are issued before block i is computed."""
+    out = []
+    for line in code.splitlines():
+        for name in names:
+            line = re.sub(rf"\b{name}\b", f"{name}_pf", line)
+        out.append(line)
+    return _joined_like(out, code)
+
+
+# -- kernel headers ------------------------------------------------------------------------
+
+FIXED_DECORATOR = "@triton_heuristics.fixed_config("
+HEURISTICS_IMPORT = "from torch._inductor.runtime import triton_helpers, triton_heuristics"
+AUTOTUNE_IMPORT = "from inductor_ext.runtime.autotune import mix_order_autotune"
+
+
+@_register("autotune_decorator", f"one {FIXED_DECORATOR!r} line and {HEURISTICS_IMPORT!r}",
+           required=True)
+def autotune_decorator(src: str) -> str:
+    """Swap Inductor's one-config decorator for ours (same arguments, the config list is in
+    inductor_meta) and import it in the kernel module. Inductor writes the decorator as
+    `@triton_heuristics.<name>(`, a module we do not own, so it cannot be emitted as ours."""
+    if src.count(FIXED_DECORATOR) != 1 or HEURISTICS_IMPORT not in src:
+        return src
+    src = src.replace(FIXED_DECORATOR, "@mix_order_autotune(")
+    return src.replace(HEURISTICS_IMPORT, f"{HEURISTICS_IMPORT}\n{AUTOTUNE_IMPORT}", 1)
+
+
+@_register("npu_decorator",
+           "one `@triton_heuristics.<heuristic>(` line and our decorator's import "
+           "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True, backend="torch_npu")
+def npu_decorator(src: str, heuristic: str, decorator: str, decorator_import: str) -> str:
+    """Our decorator in place of torch_npu's one on the kernel: its codegen_kernel writes
+    the heuristic's name inline. The import is emitted by the kernel class itself."""
+    expected = f"@triton_heuristics.{heuristic}("
+    if src.count(expected) != 1 or decorator_import not in src:
+        return src
+    return src.replace(expected, f"@{decorator}(")

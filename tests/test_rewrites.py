@@ -1,0 +1,151 @@
+"""Every rewrite of generated Triton text (codegen/rewrites.py) still finds its text on the
+running torch: compiled kernels that need each one apply it, and none misses. A new
+rewrite without a case here fails `test_every_rewrite_has_a_case`."""
+
+import logging
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+import inductor_ext
+from inductor_ext import diagnostics
+from inductor_ext.codegen import rewrites
+from inductor_ext.logs import log
+from inductor_ext.testing.reference import (
+    assert_close,
+    autograd_grads,
+    float64_grads,
+    layer_norm,
+    rms_norm,
+)
+
+
+def _compile_norm(norm, M: int, N: int, **options) -> str:
+    """Compile and check a norm's backward; returns the generated code."""
+    x = torch.randn(M, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    inputs = [x, w, torch.randn(N, requires_grad=True)] if norm is layer_norm else [x, w]
+    dy = torch.randn(M, N)
+
+    def fn(*args):
+        return autograd_grads(norm, list(args[:-1]), args[-1])
+
+    with inductor_ext.config.patch(**options):
+        got, codes = run_and_get_code(torch.compile(fn), *inputs, dy)
+    assert_close(got, float64_grads(norm, inputs, dy), names=["dx", "dw", "db"][:len(got)])
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    return "\n".join(codes)
+
+
+def register_tiled(cuda_knobs) -> None:
+    """LayerNorm over 5 unrolled column tiles: unrolled, row sums chunked, dx streamed,
+    row loads unpinned."""
+    cuda_knobs(register_tile=64)
+    _compile_norm(layer_norm, 48, 300, target="cuda", max_persistent_n=64)
+
+
+def looped_tiles(cuda_knobs) -> None:
+    """LayerNorm over looped column tiles (workspace adds): chunked and streamed."""
+    cuda_knobs(register_tile=64, max_register_tiles=1)
+    _compile_norm(layer_norm, 48, 300, target="cuda", max_persistent_n=64)
+
+
+def double_buffered(cuda_knobs) -> None:
+    """RMSNorm in one tile with the next row block's loads issued ahead."""
+    cuda_knobs(prefetch_min_n=1, prefetch_min_rows=1, tile_elems=512)
+    code = _compile_norm(rms_norm, 67, 40, target="cuda")
+    assert "_pf = tl.load(" in code
+
+
+def autotuned(cuda_knobs) -> None:
+    """RMSNorm with several launch configs: our autotuner's decorator."""
+    cuda_knobs(autotune_on_cpu=True)
+    code = _compile_norm(rms_norm, 256, 40, target="cuda")
+    assert "@mix_order_autotune(" in code
+
+
+def ascend(cuda_knobs) -> None:
+    """The Ascend flavor on stock Inductor, one tile and column-tiled: it needs none of the
+    rewrites, and must not miss any either."""
+    _compile_norm(layer_norm, 64, 300, target="ascend")
+    torch._dynamo.reset()
+    inductor_ext.metrics.reset()
+    _compile_norm(layer_norm, 64, 300, target="ascend", max_persistent_n=64)
+
+
+#: Each rewrite run on stock Inductor -> the case that needs it. torch_npu's rewrites are
+#: checked under its emulation (tests/ascend/test_npu_adapter.py, CI's npu venv).
+CASES = {
+    "unroll_column_loops": register_tiled,
+    "chunk_row_sums": looped_tiles,
+    "stream_row_stores": looped_tiles,
+    "unpin_row_loads": register_tiled,
+    "prefetch_next_block": double_buffered,
+    "autotune_decorator": autotuned,
+}
+
+
+def test_every_rewrite_has_a_case():
+    on_inductor = {name for name, r in rewrites.REGISTRY.items() if r.backend == "inductor"}
+    assert set(CASES) == on_inductor
+    assert {r.backend for r in rewrites.REGISTRY.values()} <= {"inductor", "torch_npu"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, r in rewrites.REGISTRY.items()
+                                        if r.backend == "inductor"))
+def test_rewrite_applies(plugin, cuda_knobs, name):
+    rewrites.reset()
+    CASES[name](cuda_knobs)
+    assert rewrites.applied()[name] > 0
+    assert rewrites.missed() == {}
+
+
+@pytest.mark.parametrize("case", [register_tiled, ascend], ids=["register_tiled", "ascend"])
+def test_no_rewrite_misses(plugin, cuda_knobs, case):
+    rewrites.reset()
+    case(cuda_knobs)
+    assert rewrites.missed() == {}
+    if case is register_tiled:  # all four of the column-tile rewrites in one kernel
+        assert {"unroll_column_loops", "chunk_row_sums", "stream_row_stores",
+                "unpin_row_loads"} <= set(rewrites.applied())
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def warnings_logged():
+    handler = _Records()
+    log.addHandler(handler)
+    diagnostics.warned.difference_update({f"rewrite_miss:{n}" for n in rewrites.REGISTRY})
+    rewrites.reset()
+    try:
+        yield handler.records
+    finally:
+        log.removeHandler(handler)
+        rewrites.reset()
+
+
+def test_a_rewrite_facing_other_text_records_a_miss(warnings_logged):
+    text = "tl.store(ws_ptr0 + (r0_cols), _mo_acc0_t0)\n"  # no out_ptr store to stream
+    assert rewrites.apply("stream_row_stores", text) == text
+    assert rewrites.apply("stream_row_stores", text) == text
+    assert rewrites.missed() == {"stream_row_stores": 2} and rewrites.applied() == {}
+    warned = [r for r in warnings_logged if r.levelno == logging.WARNING]
+    assert len(warned) == 1  # once per rewrite; the second goes to debug
+    assert "stream_row_stores" in warned[0].getMessage()
+
+
+def test_a_required_rewrite_facing_other_text_raises(warnings_logged):
+    """Without its decorator an autotuned kernel would be wrong: the codegen falls back."""
+    with pytest.raises(rewrites.RewriteMissed):
+        rewrites.apply("autotune_decorator", "@triton.jit\ndef kernel():\n    pass\n")
+    assert rewrites.missed() == {"autotune_decorator": 1}
+    assert [r.levelno for r in warnings_logged] == [logging.WARNING]
