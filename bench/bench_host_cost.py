@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import require_cuda  # noqa: E402
+from common import require_cuda, warmed_backward  # noqa: E402
 from sweep_cost_model import Case, problem, variant_options  # noqa: E402
 
 import inductor_ext  # noqa: E402
@@ -47,15 +47,7 @@ def prepared(case: Case, variant: str):
     ext = variant == "inductor_ext"
     with inductor_ext.config.patch(always_fuse=ext):
         compiled = torch.compile(fn, options=variant_options("fused" if ext else variant))
-        y = compiled(*inputs)
-
-    def step():
-        return torch.autograd.grad(y, wrt, dy, retain_graph=True)
-
-    for _ in range(20):
-        step()
-    torch.cuda.synchronize()
-    return step
+        return warmed_backward(compiled, inputs, wrt, dy, calls=20)
 
 
 def launches_per_call(step) -> int:

@@ -96,6 +96,23 @@ def compile_options(variant: str) -> dict[str, Any]:
     raise ValueError(f"not a compiled variant: {variant}")
 
 
+def warmed_backward(compiled: Callable, inputs: Sequence[torch.Tensor | None],
+                    wrt: Sequence[torch.Tensor], dy: torch.Tensor,
+                    calls: int) -> Callable[[], Any]:
+    """A repeatable backward call of `compiled` (its forward runs once here), called
+    `calls` times first: the backward graph compiles and autotunes on the first call, so
+    run this inside whatever config the compile should see."""
+    y = compiled(*inputs)
+
+    def step():
+        return torch.autograd.grad(y, wrt, dy, retain_graph=True)
+
+    for _ in range(calls):
+        step()
+    torch.cuda.synchronize()
+    return step
+
+
 def liger_forward(op: str, N: int, inputs: Sequence[torch.Tensor | None]):
     """Liger's module for the op, sharing our weight (and bias) tensors as its parameters.
     RMSNorm runs with in_place=False so dy is not overwritten between variants."""

@@ -18,7 +18,13 @@ from torch.profiler import ProfilerActivity, profile
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from common import DTYPES, compile_options, make_problem, require_cuda  # noqa: E402
+from common import (  # noqa: E402
+    DTYPES,
+    compile_options,
+    make_problem,
+    require_cuda,
+    warmed_backward,
+)
 
 import inductor_ext  # noqa: E402
 
@@ -44,15 +50,8 @@ def main() -> None:
     torch.manual_seed(0)
     fn, inputs, dy = make_problem(args.op, M, N, DTYPES[dt])
     params = [t for t in inputs if t is not None]
-    f = torch.compile(fn, options=compile_options(args.variant))
-    y = f(*inputs)
-
-    def step():
-        return torch.autograd.grad(y, params, dy, retain_graph=True)
-
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
+    step = warmed_backward(torch.compile(fn, options=compile_options(args.variant)),
+                           inputs, params, dy, calls=5)
     runs = [do_bench(step, warmup=25, rep=200, return_mode="median") * 1e3 for _ in range(3)]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.iters):
