@@ -126,3 +126,18 @@ def test_sweep_refuses_an_unknown_variant(capsys):
     with pytest.raises(SystemExit):
         sweep_cost_model.main(["--device", "cpu", "--variants", "stock,liger"])
     assert "unknown ['liger']" in capsys.readouterr().err
+
+
+def test_bench_models_leaves_out_gradients_that_are_only_rounding():
+    """BERT's attention key bias has a zero gradient in exact arithmetic (softmax ignores a
+    shift shared by every key): its values are rounding, and two runs differ by ~100%."""
+    import bench_models
+
+    from inductor_ext.testing import models
+
+    s = models.Size(hidden=32, layers=1, heads=2, kv_heads=2, ffn=64, vocab=64, seq=16,
+                    batch=2)
+    grads = models.grads(models.build("bert", s).copy(torch.bfloat16))
+    zero = bench_models.zero_grads(grads)
+    assert zero == {"bert.encoder.layer.0.attention.self.key.bias"}
+    assert bench_models.zero_grads({"a": torch.ones(3), "b": torch.full((3,), 1e-3)}) == set()
