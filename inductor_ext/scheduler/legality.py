@@ -24,6 +24,13 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``unsupported_backend``: the device is not generated through Inductor's Triton backend
   (for example the C++ CPU backend); recorded once per graph.
 - ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.
+- ``dynamic_segments``: a segmented column reduction (adaLN's d(scale)/d(shift): [B, T, N]
+  -> [B, N] over the rows of a [B*T, N] row reduction) with a symbolic sample count B (a
+  dynamic batch): the fused kernel's programs are laid out per sample at compile time.
+- ``segmented_unsupported``: a segmented column reduction the fused kernel cannot take:
+  its output does not split into B samples of N columns, its reduction is not the T rows
+  of a sample, the target has no per-sample row loop (Ascend), or the group's row is
+  walked in column tiles.
 - ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
 """
 
@@ -56,11 +63,30 @@ def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> str | None:
     return None
 
 
+def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
+                   N: sympy.Expr) -> tuple[str, str] | None:
+    """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
+    `segments`) cannot ride an [M, N] row reduction's per-sample row loop."""
+    from .reorder import segmented_body
+
+    if not isinstance(segments, (int, sympy.Integer)):
+        return "dynamic_segments", (f"{col.out_name} reduces per sample over {segments} "
+                                    "samples, a symbolic count")
+    (iter_sizes, red_sizes), body = column_loop_body(col)
+    if segmented_body(body, iter_sizes, red_sizes, segments, M, N) is None:
+        return "segmented_unsupported", (f"{col.out_name} over {list(iter_sizes)} x "
+                                         f"{list(red_sizes)} does not split into {segments} "
+                                         f"samples of [{sympy.simplify(M / segments)}, {N}]")
+    return None
+
+
 def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
-               col_ancestors: set[str] | None = None) -> tuple[str, str] | None:
+               col_ancestors: set[str] | None = None, segmented: bool = False
+               ) -> tuple[str, str] | None:
     """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
     `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
-    per row and column)."""
+    per row and column). A `segmented` column may not read what the row side computes
+    (the row block's values are handed over only at a plain column's own elements)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
@@ -72,8 +98,8 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
         return "producer_consumer", f"{inner.get_name()} needs {col.out_name}"
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
-    if inner.get_operation_names() & col_ancestors and \
-            row_outputs_read(inner, col) is None:
+    if inner.get_operation_names() & col_ancestors and (
+            segmented or row_outputs_read(inner, col) is None):
         return "producer_consumer", f"{col.out_name} needs {inner.get_name()}"
     return None
 
