@@ -20,7 +20,7 @@ from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
-from . import legality
+from . import legality, origin
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -114,6 +114,10 @@ def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
             accepted.append(col)
     if not accepted:
         return None, None, "", ""
+    if len(accepted) < len(cand.columns):  # the counts and tables name what is fused
+        cand.attribution = origin.attribute(
+            [origin.of_node(s) for s in cand.inner.get_nodes() if s.is_reduction()],
+            [origin.of_node(col.out_node) for col in accepted])
     cand.columns = accepted
     shape = shape_info(cand, legality.group_accumulator(accepted))
     info = planning.device_info(device)

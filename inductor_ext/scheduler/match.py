@@ -144,8 +144,10 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
             if not isinstance(sub, SchedulerNode) or not sub.is_reduction():
                 continue
             rtype = compat.reduction_type_of(sub)
-            if rtype is None or sub.get_name() in records:
-                continue  # not a plain reduction, or the first stage of a split one
+            if rtype is None or sub.get_name() in records or sub.node.get_name() in records:
+                # Not a plain reduction, or the first stage of a split one (keyed by its
+                # buffer; its partial sums over row segments would also look segmented).
+                continue
             sizes = numels(sub)
             if sizes is None:
                 continue
