@@ -190,7 +190,7 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
             if col_ancestors is None:
                 col_ancestors = legality.ancestors_of(col.absorbed)
             bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors,
-                                      segmented=pair.segments > 1)
+                                      segments=pair.segments)
             if bad:
                 pair.reason, pair.detail = bad
         pairs.append(pair)
@@ -231,8 +231,8 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
                       f"{row.name} + {c.col.out_name} would run both before and after {via}")
                 continue
             c.col.segments = pair.segments
-            c.col.row_reads = (frozenset() if pair.segments > 1 else
-                               frozenset(legality.row_outputs_read(row.node, c.col) or ()))
+            c.col.row_reads = frozenset(
+                legality.row_outputs_read(row.node, c.col, pair.segments) or ())
             groups.setdefault(row.index, (row, []))[1].append(c)
             inner_ops |= row.ops
             absorbed_ops |= c.ops
