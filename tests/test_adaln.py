@@ -94,6 +94,31 @@ def test_dynamic_batch_declines(plugin):
     assert sum(metrics.fused_columns.values()) == 2
 
 
+def test_dynamic_tokens_fuse(plugin):
+    """A symbolic T with a static B: each program finds its sample's rows at run time
+    (xnumel // B); one compile serves both lengths."""
+    compiled = torch.compile(modulated_ln)
+    for T in (13, 9):
+        inputs = _inputs(3, T, 32, torch.float32, True)
+        torch._dynamo.mark_dynamic(inputs[0], 1)
+        _check(modulated_ln, inputs, compiled)
+    metrics = inductor_ext.metrics
+    assert metrics.rejected_pairs == {}
+    assert metrics.mix_order_kernels == 1
+    assert sum(metrics.fused_columns.values()) == 4
+
+
+def test_dynamic_true_declines(plugin):
+    """torch.compile(dynamic=True): N is symbolic too, so every pair, segmented or not, is
+    declined as dynamic_n, with Inductor's right gradients at two batch sizes."""
+    compiled = torch.compile(modulated_ln, dynamic=True)
+    for B, T in ((2, 13), (3, 9)):
+        _check(modulated_ln, _inputs(B, T, 32, torch.float32, True), compiled)
+    metrics = inductor_ext.metrics
+    assert metrics.mix_order_kernels == 0
+    assert set(metrics.rejected_pairs) == {"dynamic_n"}
+
+
 def test_ascend_target_declines(plugin):
     """The Ascend flavor has no per-sample row loop: segmented_unsupported, dw / db fuse."""
     with inductor_ext.config.patch(target="ascend"):
