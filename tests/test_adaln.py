@@ -68,6 +68,20 @@ def test_column_tiled_rows(plugin):
     assert inductor_ext.metrics.rejected_pairs == {}
 
 
+def test_sequence_first_layout(plugin):
+    """x [T, B, N] with scale / shift [1, B, N]: a sample's rows are not contiguous in the
+    row kernel's order; the per-sample partials walk (b, t) from the row index anyway, so
+    they stay right (their loads are just not the row side's)."""
+    T, B, N = 11, 3, 32
+    x = torch.randn(T, B, N, requires_grad=True)
+    scale = torch.randn(1, B, N, requires_grad=True)
+    shift = torch.randn(1, B, N, requires_grad=True)
+    _check(modulated_ln, [x, scale, shift])
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert inductor_ext.metrics.rejected_pairs == {}
+    assert sum(inductor_ext.metrics.fused_columns.values()) == 2
+
+
 def test_deterministic(plugin):
     inputs = _inputs(3, 13, 32, torch.bfloat16, True)
     dy = torch.randn_like(inputs[0])
