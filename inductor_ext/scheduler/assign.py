@@ -86,6 +86,9 @@ class _Pair:
     detail: str = ""
     #: Samples B of a segmented pair (the column reduces over T = M / B rows per sample).
     segments: int = 1
+    #: A segmented pair, fusable or not (its swapped view is never a pair: no row of it
+    #: reports this column's decline).
+    segmented: bool = False
 
     def key(self) -> tuple[Any, ...]:
         return (-self.shared_bytes, self.row.rank, self.row.index)
@@ -173,13 +176,16 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
             if segments is None:
                 continue
         shared = shared_matrices(row.reads, col, row.M, row.N)
-        if segments is not None and not _contiguous_rows(row, shared):
-            continue  # the swapped view of a segmented pair: rows [B*N, T] read strided
+        if segments is not None and not (shared and _contiguous_rows(row, shared)):
+            # No common input: numel B*N over M / B rows is only a coincidence of sizes.
+            # Strided rows: the swapped view of a segmented pair ([B*N, T] rows).
+            continue
         if not shared:
             pairs.append(_Pair(row, 0, "no_shared_input",
                                f"{row.name} and {col.out_name} read no common [M, N] buffer"))
             continue
-        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail)
+        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail,
+                     segmented=segments is not None)
         if pair.reason is None and segments is not None:
             bad = legality.check_segments(col, segments, row.M, row.N)
             if bad:
@@ -269,7 +275,8 @@ def _declines(rows: list[_Row], columns: list[_Column],
         if c.ops & (inner_ops | absorbed | reported_row_ops):
             continue  # fused, the row side of a group, or the other side of a reported pair
         own = next((row_of[op] for op in c.ops if op in row_of), None)
-        if own is not None and own.rank < min(p.row.rank for p in c.pairs):
+        if (own is not None and not any(p.segmented for p in c.pairs)
+                and own.rank < min(p.row.rank for p in c.pairs)):
             continue  # the swapped view of a pair whose preferred view is reported
         pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
         if reason == "unsupported_backend":
