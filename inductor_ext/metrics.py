@@ -38,6 +38,8 @@ REASONS = (
     "not_profitable",
     "unsupported_backend",
     "cpp_wrapper",
+    "dynamic_segments",
+    "segmented_unsupported",
     "internal_error",
 )
 

@@ -93,7 +93,8 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         "    xmask = xindex < xnumel",
         "    r0_base = tl.arange(0, R0_BLOCK)[:, None]",
     ]
-    for part in kernel.partials:
+    whole = [part for part in kernel.partials if part.segments == 1]
+    for part in whole:
         k = part.index
         lines.append(f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], "
                      f"{COMBINE[part.reduction_type][0]}, {triton_type(acc_dtype)})")
@@ -102,7 +103,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         "        r0_index = r0_offset + r0_base",
         "        mask = xmask & (r0_index < r0_numel)",
     ]
-    for part in kernel.partials:
+    for part in whole:
         k = part.index
         identity, fold = COMBINE[part.reduction_type]
         ptr = f"ws_ptr + ({kernel.ws_offset} + (r0_index * {K} + {k}) * {N} + xindex)"
@@ -111,9 +112,35 @@ def source(kernel: MixOrderKernelBase, main_src: str,
                      f"{fold.format(acc=f'acc{k}', val=f'val{k}')}")
     for part, dtype in zip(kernel.partials, out_dtypes):
         k = part.index
+        if part.segments > 1:
+            lines += _segmented_fold(kernel, part.index, part.reduction_type, part.segments,
+                                     triton_type(acc_dtype), triton_type(dtype))
+            continue
         lines.append(f"    out{k} = {TL_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
         lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({triton_type(dtype)}), xmask)")
     return "\n".join(lines) + "\n", triton_meta
+
+
+def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, segments: int,
+                    acc_type: str, out_type: str) -> list[str]:
+    """A segmented partial's fold: for each sample b, its programs' workspace rows (the
+    kernel lays them out b * per + j) into out[b, :], in a fixed order."""
+    K, N = len(kernel.partials), kernel.row_length
+    per = kernel.plan.programs // segments
+    identity, fold = COMBINE[reduction_type]
+    ptr = (f"ws_ptr + ({kernel.ws_offset} + ((seg * {per} + r0_index) * {K} + {k}) * {N}"
+           " + xindex)")
+    return [
+        f"    for seg in tl.range(0, {segments}):",
+        f"        acc{k} = tl.full([R0_BLOCK, XBLOCK], {identity}, {acc_type})",
+        f"        for r0_offset in tl.range(0, {per}, R0_BLOCK):",
+        "            r0_index = r0_offset + r0_base",
+        f"            mask = xmask & (r0_index < {per})",
+        f"            val{k} = tl.load({ptr}, mask, other={identity})",
+        f"            acc{k} = {fold.format(acc=f'acc{k}', val=f'val{k}')}",
+        f"        out{k} = {TL_REDUCE[reduction_type]}(acc{k}, 0)[None, :]",
+        f"        tl.store(out_ptr{k} + seg * {N} + xindex, out{k}.to({out_type}), xmask)",
+    ]
 
 
 def emit(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,

@@ -66,6 +66,9 @@ class PartialAccumulator:
     reduction_type: str
     out_name: str  # buffer that receives the final [N] result
     acc: str  # accumulator variable name in the kernel
+    #: B of a segmented column reduction (its final [B, N] result sums the workspace rows
+    #: of each sample's programs apart); 1: every program's rows.
+    segments: int = 1
 
 
 class MixOrderKernelBase:
@@ -80,6 +83,8 @@ class MixOrderKernelBase:
         self.plan = plan
         self.flavor = flavor
         self.partials: list[PartialAccumulator] = []
+        #: Output name -> samples B of each segmented column reduction.
+        self.segments_of: dict[str, int] = {}
         self.ws_outer_name: str | None = None
         self.ws_inner_name: str | None = None
         self.ws_offset = 0
@@ -127,9 +132,13 @@ class MixOrderKernelBase:
         for part in self.partials:
             final = ATEN_REDUCE[part.reduction_type]
             view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
+            rows = f"{view}[:, {part.index}]"
+            if part.segments > 1:  # each sample's programs apart: [B, P / B, N] -> [B, N]
+                rows, dim = f"{rows}.view({part.segments}, {P // part.segments}, {N})", 1
+            else:
+                dim = 0
             wrapper.writeline(
-                f"{part.out_name}.copy_({view}[:, {part.index}].{final}(0)"
-                f".view({part.out_name}.shape))")
+                f"{part.out_name}.copy_({rows}.{final}({dim}).view({part.out_name}.shape))")
 
 
 class MixOrderKernelMixin(MixOrderKernelBase):
@@ -155,6 +164,42 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         return super().load(name, index)
 
     # -- the row axis lives in our loop ------------------------------------------------
+    @property
+    def segmented(self) -> bool:
+        """Programs walk one sample's rows each (plan.segments > 1): the row mask is the
+        program's row range, never constant."""
+        return self.plan.segments > 1
+
+    @property
+    def row_limit(self) -> str:
+        """The bound of the current program's rows in the row mask."""
+        return "row_end" if self.segmented else "xnumel"
+
+    def _has_constant_mask(self, tree: Any) -> bool:
+        if self.segmented and tree.prefix == "x":
+            return False
+        return super()._has_constant_mask(tree)  # type: ignore[misc]
+
+    def loop_header(self) -> list[str]:
+        """Lines before the row loop (the flavor's, or the per-sample ranges)."""
+        if not self.segmented:
+            return self.flavor.loop_header(self.plan)
+        S, per = self.plan.segments, self.plan.programs_per_segment
+        return [
+            f"seg_rows = xnumel // {S}",
+            "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
+            f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK",
+            f"seg_start = (tl.program_id(0) // {per}) * seg_rows",
+            f"row_start = seg_start + (tl.program_id(0) % {per}) * rows_per_program",
+            "row_end = tl.minimum(row_start + rows_per_program, seg_start + seg_rows)",
+            "row_step = XBLOCK",
+        ]
+
+    def loop_statement(self) -> str:
+        if not self.segmented:
+            return self.flavor.loop_statement(self.plan)
+        return "for xoffset in tl.range(row_start, row_end, row_step):"
+
     def want_no_x_dim(self) -> bool:
         return False  # our row loop and accumulators are written for a 2-D [XBLOCK, R0] tile
 
@@ -202,7 +247,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def add_partial(self, reduction_type: str, out_name: str, value: Any) -> str:
         index = len(self.partials)
         acc = f"_mo_acc{index}"
-        self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
+        self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc,
+                                                self.segments_of.get(out_name, 1)))
         default, combine = COMBINE[reduction_type]
         val = f"tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]).to({self.acc_type})"
         mask = self.accumulate_mask()
@@ -248,7 +294,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             return
         plan = self.plan
         body = self.body
-        for line in self.flavor.loop_header(plan):
+        for line in self.loop_header():
             body.writeline(line)
         for part in self.partials:
             default, _ = COMBINE[part.reduction_type]
@@ -265,7 +311,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             body.splice(self.indexing_code)
             for line in prefetch.row_loads:
                 body.writeline(line)
-        body.writeline(self.flavor.loop_statement(plan))
+        body.writeline(self.loop_statement())
         with body.indent():
             self._write_row_block_indices(body)
             self._write_l2_prefetch(body)
@@ -333,7 +379,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if self._has_constant_mask(self.range_trees[0]):
             lines.append(self.create_constant_mask(self.range_trees[0]))
         else:
-            body.writeline("xmask_pf = xindex_pf < xnumel")
+            body.writeline(f"xmask_pf = xindex_pf < {self.row_limit}")
         lines += [ln.strip() for ln in self.indexing_code.getvalue().splitlines() if ln.strip()]
         lines += prefetch.row_loads
         renamed = rewrites.apply("prefetch_next_block", "\n".join(lines),
@@ -391,14 +437,14 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         tiles = self.register_tiles
         inner = column_tiles.rewrite_loops(inner, self.plan, [part.acc for part in self.partials])
         body = type(self.body)()
-        for line in self.flavor.loop_header(self.plan):
+        for line in self.loop_header():
             body.writeline(line)
         for part in self.partials:
             default, _ = COMBINE[part.reduction_type]
             for tile in range(tiles):
                 body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
                                f"{self.acc_type})")
-        body.writeline(self.flavor.loop_statement(self.plan))
+        body.writeline(self.loop_statement())
         with body.indent():
             self._write_row_block_indices(body)
             self._write_l2_prefetch(body)
@@ -438,7 +484,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if self._has_constant_mask(x_tree):
             body.writeline(self.create_constant_mask(x_tree))
         else:
-            body.writeline("xmask = xindex < xnumel")
+            body.writeline(f"xmask = xindex < {self.row_limit}")
 
 
 @functools.cache
@@ -483,16 +529,26 @@ class ColumnBody:
     ranges: list[list[Any]]  # [row sizes, column sizes]
     body: Any  # LoopBody called as body(row_vars, col_vars)
     owner: Any  # SchedulerNode used as the kernel's current node
+    segments: int = 1  # B of a segmented column reduction ([B, T, N] -> [B, N])
 
 
-def column_body(col: Any) -> ColumnBody:
+def column_body(col: Any, M: Any = None, N: Any = None) -> ColumnBody:
+    """The column's body over the kernel's (row, column) axes; a segmented one (`M`, `N`:
+    the kernel's sizes) with its sample and step taken from the row."""
     if col.unsplit is not None:
         buf = compat.computed_buffer_for(col.unsplit, col.out_name)
     else:
         buf = col.out_node.node
     (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
-    swapped, ranges = reorder.rows_first_body(body, iter_sizes, red_sizes)
-    return ColumnBody(col.final_name, col.reduction_type, ranges, swapped, col.out_node)
+    if col.segments > 1:
+        seg = reorder.segmented_body(body, iter_sizes, red_sizes, col.segments, M, N)
+        if seg is None:
+            raise RuntimeError(f"{col.out_name}: segmented body does not split")
+        swapped, ranges = seg
+    else:
+        swapped, ranges = reorder.rows_first_body(body, iter_sizes, red_sizes)
+    return ColumnBody(col.final_name, col.reduction_type, ranges, swapped, col.out_node,
+                      col.segments)
 
 
 def _scheduled_nodes(kernel: Any, node_schedule: list[Any]) -> Iterator[Any]:
@@ -552,10 +608,11 @@ def codegen_mix_order(scheduling: Any, node: Any,
     sched = scheduling.scheduler
     inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
-    columns = [column_body(col) for col in node.columns]
+    columns = [column_body(col, node.M, node.N) for col in node.columns]
     node_schedule = adapter.prepare(node, node_schedule, columns)
     kernel = adapter.make_kernel(scheduling, node, node_schedule, columns)
     K = kernel.num_partials = len(columns)
+    kernel.segments_of = {cb.out_name: cb.segments for cb in columns if cb.segments > 1}
     N = int(node.N)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     inner_name, outer_name, offset = kernel.args.workspace(

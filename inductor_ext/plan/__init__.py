@@ -31,11 +31,14 @@ class Planner:
     profitable: Callable[[ShapeInfo, LaunchPlan, DeviceInfo, Any, PlanOptions],
                          tuple[bool, str]]
     accumulator_dtypes: tuple[torch.dtype, ...]
+    #: (plan, B, M hint) -> the plan laid out per sample for segmented column reductions;
+    #: None: the target has no per-sample row loop (they are declined).
+    segments: Callable[[LaunchPlan, int, int], LaunchPlan] | None = None
 
 
 PLANNERS: dict[str, Planner] = {
     "cuda": Planner("cuda", cuda.fits, cuda.plan, cuda.profitable,
-                    (torch.float32, torch.float64)),
+                    (torch.float32, torch.float64), cuda.with_segments),
     # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
     "ascend": Planner("ascend", ascend.fits, ascend.plan, ascend.profitable,
                       (torch.float32,)),

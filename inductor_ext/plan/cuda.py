@@ -6,6 +6,8 @@ Every function is pure: (shape, device, tuning, options) in, a value out."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import cost
 from .device import DeviceInfo
 from .options import PlanOptions
@@ -231,6 +233,17 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         row_sum_chunk=min(tuning.row_sum_chunk, r0_block) if column_tiled else 1,
         stream_stores=column_tiled and tuning.stream_column_tiled_stores,
         unpin_row_loads=bool(register_tiles) and tuning.unpin_register_tiled_rows)
+
+
+def with_segments(plan_: LaunchPlan, segments: int, M_hint: int) -> LaunchPlan:
+    """The plan with its programs laid out per sample for segmented column reductions:
+    about as many programs as planned, a whole number per sample, none with no row block
+    of its sample to walk. The register double buffering stays off (its next-block loads
+    would be written for one row range over all M rows)."""
+    blocks = max(1, -(-(M_hint // max(1, segments)) // plan_.block_m))
+    per_segment = max(1, min(blocks, -(-plan_.programs // segments)))
+    return dataclasses.replace(plan_, programs=segments * per_segment, segments=segments,
+                               prefetch=False)
 
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,

@@ -111,6 +111,10 @@ class LaunchPlan:
     stream_stores: bool = False
     #: Register-tiled rows: the [M, N] row loads drop Inductor's evict_last.
     unpin_row_loads: bool = False
+    #: Samples B of segmented column reductions (adaLN: [B, T, N] -> [B, N]); >1: the
+    #: programs are B groups of `programs // segments`, each group walking one sample's
+    #: T = M / B rows, so a program's partials belong to one sample. 1: no segments.
+    segments: int = 1
 
     @property
     def accumulator_dtype(self) -> torch.dtype:
@@ -126,7 +130,14 @@ class LaunchPlan:
     def final_step_warps(self) -> int:
         return self.final_step.num_warps if self.final_step is not None else 0
 
+    @property
+    def programs_per_segment(self) -> int:
+        return self.programs // self.segments
+
     def rows_per_program(self, M: int) -> int:
+        if self.segments > 1:
+            blocks = -(-(M // self.segments) // self.block_m)
+            return -(-blocks // self.programs_per_segment) * self.block_m
         blocks = -(-M // self.block_m)
         return -(-blocks // self.programs) * self.block_m
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import sympy
 
+from .. import compat
 from ..compat import BaseSchedulerNode
 from . import legality, origin
 from .deps import KernelGraph
@@ -38,6 +39,7 @@ from .match import (
     row_preference,
     row_reduction_nodes,
     same_size,
+    segments_of,
     shared_matrices,
     size_hint,
 )
@@ -82,6 +84,11 @@ class _Pair:
     shared_bytes: int
     reason: str | None
     detail: str = ""
+    #: Samples B of a segmented pair (the column reduces over T = M / B rows per sample).
+    segments: int = 1
+    #: A segmented pair, fusable or not (its swapped view is never a pair: no row of it
+    #: reports this column's decline).
+    segmented: bool = False
 
     def key(self) -> tuple[Any, ...]:
         return (-self.shared_bytes, self.row.rank, self.row.index)
@@ -109,7 +116,7 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> Matching:
         by_shape.setdefault((size_hint(row.M), size_hint(row.N)), []).append(row)
     all_columns = column_reductions(nodes)
     columns = [_column(j, col, by_shape.get((size_hint(col.rnumel), size_hint(col.numel)),
-                                            []))
+                                            []) + _segmented_rows(col, rows))
                for j, col in enumerate(all_columns)]
     columns = [c for c in columns if c.pairs]
     groups = _assign(nodes, columns)
@@ -135,23 +142,61 @@ def _rows(nodes: Sequence[BaseSchedulerNode]) -> list[_Row]:
     return rows
 
 
+def _segmented_rows(col: ColumnReduction, rows: list[_Row]) -> list[_Row]:
+    """Rows [M = B*T, N] whose samples `col` could reduce segment-wise ([B, T, N] ->
+    [B, N]: numel B*N, rnumel T, B > 1), by size hints; `_column` checks them exactly."""
+    numel, rnumel = size_hint(col.numel), size_hint(col.rnumel)
+    out = []
+    for row in rows:
+        n, m = size_hint(row.N), size_hint(row.M)
+        if n and numel != n and numel % n == 0 and (numel // n) * rnumel == m:
+            out.append(row)
+    return out
+
+
+def _contiguous_rows(row: _Row, names: set[str]) -> bool:
+    """Whether `row` reads each of `names` with stride 1 along its rows. The transpose of
+    a segmented pair is again one (rows [B*N, T] of the per-sample sums, the row sums
+    over [B*T] as a column with B samples); only the view with contiguous rows is ours."""
+    deps = [dep for sub in row.node.get_nodes() for dep in sub.read_writes.reads
+            if dep.name in names]
+    return bool(deps) and all(compat.reads_rows_contiguously(dep) for dep in deps)
+
+
 def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
     ops = col.operation_names()
     col_ancestors: set[str] | None = None
     pairs = []
     for row in rows:
-        if not (same_size(col.numel, row.N) and same_size(col.rnumel, row.M)) or ops & row.ops:
+        if ops & row.ops:
             continue
+        segments: sympy.Expr | None = None
+        if not (same_size(col.numel, row.N) and same_size(col.rnumel, row.M)):
+            segments = segments_of(col, row.M, row.N)
+            if segments is None:
+                continue
         shared = shared_matrices(row.reads, col, row.M, row.N)
+        if segments is not None and not (shared and _contiguous_rows(row, shared)):
+            # No common input: numel B*N over M / B rows is only a coincidence of sizes.
+            # Strided rows: the swapped view of a segmented pair ([B*N, T] rows).
+            continue
         if not shared:
             pairs.append(_Pair(row, 0, "no_shared_input",
                                f"{row.name} and {col.out_name} read no common [M, N] buffer"))
             continue
-        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail)
+        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail,
+                     segmented=segments is not None)
+        if pair.reason is None and segments is not None:
+            bad = legality.check_segments(col, segments, row.M, row.N)
+            if bad:
+                pair.reason, pair.detail = bad
+            else:
+                pair.segments = int(segments)
         if pair.reason is None:
             if col_ancestors is None:
                 col_ancestors = legality.ancestors_of(col.absorbed)
-            bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors)
+            bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors,
+                                      segments=pair.segments)
             if bad:
                 pair.reason, pair.detail = bad
         pairs.append(pair)
@@ -191,7 +236,9 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
                 _fail(c, pair, "producer_consumer",
                       f"{row.name} + {c.col.out_name} would run both before and after {via}")
                 continue
-            c.col.row_reads = frozenset(legality.row_outputs_read(row.node, c.col) or ())
+            c.col.segments = pair.segments
+            c.col.row_reads = frozenset(
+                legality.row_outputs_read(row.node, c.col, pair.segments) or ())
             groups.setdefault(row.index, (row, []))[1].append(c)
             inner_ops |= row.ops
             absorbed_ops |= c.ops
@@ -228,7 +275,8 @@ def _declines(rows: list[_Row], columns: list[_Column],
         if c.ops & (inner_ops | absorbed | reported_row_ops):
             continue  # fused, the row side of a group, or the other side of a reported pair
         own = next((row_of[op] for op in c.ops if op in row_of), None)
-        if own is not None and own.rank < min(p.row.rank for p in c.pairs):
+        if (own is not None and not any(p.segmented for p in c.pairs)
+                and own.rank < min(p.row.rank for p in c.pairs)):
             continue  # the swapped view of a pair whose preferred view is reported
         pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
         if reason == "unsupported_backend":

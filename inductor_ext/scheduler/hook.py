@@ -20,7 +20,7 @@ from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
-from . import legality
+from . import legality, origin
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -98,8 +98,15 @@ def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
     device = cand.inner.get_device()
     planner = planning.planner_for(planning.target_for(device, ext_config.target))
     accepted = []
+    segments = next((col.segments for col in cand.columns if col.segments > 1), 1)
     for col in cand.columns:  # matching settled legality; the accumulator is the target's
         bad = legality.check_accumulator(col, planner.target, planner.accumulator_dtypes)
+        if bad is None and col.segments > 1 and planner.segments is None:
+            bad = ("segmented_unsupported", f"{col.out_name} reduces per sample; the "
+                   f"{planner.target} target has no per-sample row loop")
+        elif bad is None and col.segments not in (1, segments):
+            bad = ("segmented_unsupported", f"{col.out_name} has {col.segments} samples, "
+                   f"another column of the group {segments}")
         if bad:
             decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad,
                     cand.attribution, coverage)
@@ -107,6 +114,10 @@ def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
             accepted.append(col)
     if not accepted:
         return None, None, "", ""
+    if len(accepted) < len(cand.columns):  # the counts and tables name what is fused
+        cand.attribution = origin.attribute(
+            [origin.of_node(s) for s in cand.inner.get_nodes() if s.is_reduction()],
+            [origin.of_node(col.out_node) for col in accepted])
     cand.columns = accepted
     shape = shape_info(cand, legality.group_accumulator(accepted))
     info = planning.device_info(device)
@@ -116,6 +127,9 @@ def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
     if not ok:
         return None, shape, "not_persistent", why
     plan = planner.plan(shape, info, tuning, options)
+    if any(col.segments > 1 for col in accepted):
+        assert planner.segments is not None
+        plan = planner.segments(plan, segments, shape.M_hint)
     if plan.column_tiled and any(col.row_reads for col in cand.columns):
         return None, shape, "not_persistent", ("a column reduction reads what the row side "
                                                "computes, which needs the whole row at once")

@@ -24,6 +24,13 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``unsupported_backend``: the device is not generated through Inductor's Triton backend
   (for example the C++ CPU backend); recorded once per graph.
 - ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.
+- ``dynamic_segments``: a segmented column reduction (adaLN's d(scale)/d(shift): [B, T, N]
+  -> [B, N] over the rows of a [B*T, N] row reduction) with a symbolic sample count B (a
+  dynamic batch): the fused kernel's programs are laid out per sample at compile time.
+- ``segmented_unsupported``: a segmented column reduction the fused kernel cannot take:
+  its output does not split into B samples of N columns, its reduction is not the T rows
+  of a sample, the target has no per-sample row loop (Ascend), or the group's row is
+  walked in column tiles.
 - ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
 """
 
@@ -56,11 +63,29 @@ def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> str | None:
     return None
 
 
+def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
+                   N: sympy.Expr) -> tuple[str, str] | None:
+    """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
+    `segments`) cannot ride an [M, N] row reduction's per-sample row loop."""
+    from .reorder import segmented_body
+
+    if not isinstance(segments, (int, sympy.Integer)):
+        return "dynamic_segments", (f"{col.out_name} reduces per sample over {segments} "
+                                    "samples, a symbolic count")
+    (iter_sizes, red_sizes), body = column_loop_body(col)
+    if segmented_body(body, iter_sizes, red_sizes, segments, M, N) is None:
+        return "segmented_unsupported", (f"{col.out_name} over {list(iter_sizes)} x "
+                                         f"{list(red_sizes)} does not split into {segments} "
+                                         f"samples of [{sympy.simplify(M / segments)}, {N}]")
+    return None
+
+
 def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
-               col_ancestors: set[str] | None = None) -> tuple[str, str] | None:
+               col_ancestors: set[str] | None = None, segments: int = 1
+               ) -> tuple[str, str] | None:
     """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
     `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
-    per row and column)."""
+    per row and column); `segments`: B of a segmented pair."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
@@ -73,12 +98,13 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
     if inner.get_operation_names() & col_ancestors and \
-            row_outputs_read(inner, col) is None:
+            row_outputs_read(inner, col, segments) is None:
         return "producer_consumer", f"{col.out_name} needs {inner.get_name()}"
     return None
 
 
-def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction) -> set[str] | None:
+def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1
+                     ) -> set[str] | None:
     """The buffers through which `col` depends on the row side `inner`, when the fused
     kernel can hand it their values; None when it cannot.
 
@@ -92,7 +118,8 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction) -> set[str]
     elementwise on one) written per row and read at [row], such as the recomputed rstd of
     an activation-checkpointed norm. Every op of `inner` that `col` depends on must be
     reached through those reads (a path through another kernel is a cycle, refused by
-    the caller)."""
+    the caller). A segmented column (`segments` = B > 1) is checked at the kernel's
+    (row, column), its sample and step taken from the row (reorder.segmented_body)."""
     writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
     needed = inner.get_operation_names() & ancestors_of(col.absorbed)
@@ -102,13 +129,15 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction) -> set[str]
     if not needed <= reached:
         return None
     M, N = col.rnumel, col.numel
-    if not all(_row_block_element(writer[name], col, name, M, N) for name in direct):
+    if segments > 1:
+        M, N = M * segments, sympy.simplify(N / segments)
+    if not all(_row_block_element(writer[name], col, name, M, N, segments) for name in direct):
         return None
     return direct
 
 
 def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
-                       M: sympy.Expr, N: sympy.Expr) -> bool:
+                       M: sympy.Expr, N: sympy.Expr, segments: int = 1) -> bool:
     """`producer` writes `name` densely, row-major, over [M, N] or per row over [M], and
     `col` reads it only at the element of the row block: [row, column], or [row]."""
     (sizes, red_sizes), body = compat.loop_body_of(producer)
@@ -127,12 +156,34 @@ def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: 
     if len(stores) != 1 or sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
         return False
     (iter_sizes, col_red_sizes), col_body = column_loop_body(col)
+    if segments > 1:
+        return _segmented_reads_element(col_body, iter_sizes, col_red_sizes, segments, name,
+                                        M, N, per_row)
     c_vars = _symbols("mo_c", len(iter_sizes))
     r_vars = _symbols("mo_r", len(col_red_sizes))
     loads = compat.memory_indices(col_body, [c_vars, r_vars], name, "load")
     row = _flat(r_vars, col_red_sizes)
     expected = row if per_row else N * row + _flat(c_vars, iter_sizes)
     return bool(loads) and all(sympy.expand(e - expected) == 0 for e in loads)
+
+
+def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],
+                             red_sizes: list[sympy.Expr], segments: int, name: str,
+                             M: sympy.Expr, N: sympy.Expr, per_row: bool) -> bool:
+    """A segmented column's loads of `name`, at the kernel's (row, column) and simplified
+    as codegen does, are all [row, column] (or [row])."""
+    from .reorder import segmented_body
+
+    seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N)
+    if seg is None:
+        return False
+    row, column = _symbols("mo_g", 2)
+    loads = compat.memory_indices(seg[0], [[row], [column]], name, "load")
+    expected = row if per_row else N * row + column
+    ranges = {row: M, column: N}
+    return bool(loads) and all(
+        sympy.expand(V.graph.sizevars.simplify_with_ranges(e, ranges) - expected) == 0
+        for e in loads)
 
 
 def _symbols(prefix: str, n: int) -> list[sympy.Symbol]:

@@ -36,6 +36,9 @@ class ColumnReduction:
     #: [M, N] buffers this reduction reads that its group's row side computes elementwise
     #: (legality.row_outputs_read): the fused kernel hands it the row block's values.
     row_reads: frozenset[str] = frozenset()
+    #: Samples B of a segmented column reduction ([B, T, N] -> [B, N] over the row side's
+    #: B*T rows, adaLN's d(scale)/d(shift)); 1 for a reduction over all M rows.
+    segments: int = 1
 
     @property
     def out_name(self) -> str:
@@ -114,6 +117,23 @@ def same_size(a: sympy.Expr, b: sympy.Expr) -> bool:
     return V.graph.sizevars.statically_known_equals(a, b)
 
 
+def segments_of(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> sympy.Expr | None:
+    """B when `col` reduces [B, T, N] -> [B, N] over the rows of an [M = B*T, N] row
+    reduction (numel B*N, rnumel T, B > 1); None when it is no such segmented reduction.
+    B may be symbolic (a dynamic batch): the caller declines that."""
+    if same_size(col.numel, N) or same_size(col.rnumel, 1):
+        return None
+    B = sympy.simplify(col.numel / N)
+    if sympy.fraction(sympy.together(B))[1] != 1:
+        return None  # N does not divide the output's numel
+    try:
+        if not same_size(B * col.rnumel, M):
+            return None
+    except Exception:
+        return None
+    return B
+
+
 def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReduction]:
     """Every sub-node that is (or finishes) a reduction over one long axis."""
     sched = compat.scheduler_of(nodes)
@@ -124,8 +144,10 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
             if not isinstance(sub, SchedulerNode) or not sub.is_reduction():
                 continue
             rtype = compat.reduction_type_of(sub)
-            if rtype is None or sub.get_name() in records:
-                continue  # not a plain reduction, or the first stage of a split one
+            if rtype is None or sub.get_name() in records or sub.node.get_name() in records:
+                # Not a plain reduction, or the first stage of a split one (keyed by its
+                # buffer; its partial sums over row segments would also look segmented).
+                continue
             sizes = numels(sub)
             if sizes is None:
                 continue

@@ -86,3 +86,43 @@ def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: A
     old_args = [args[:len(iter_sizes)], args[len(iter_sizes):]]
     swapped = LoopBody(body, old_args, var_ranges, new_vars[:n_iter], new_vars[n_iter:])
     return swapped, new_sizes
+
+
+def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
+    """The row-major coordinates over `sizes` of a flat index expression `expr`."""
+    out: list[sympy.Expr] = []
+    for i, size in enumerate(sizes):
+        stride = sympy.Mul(*sizes[i + 1:]) if i + 1 < len(sizes) else sympy.Integer(1)
+        if size == 1:
+            out.append(sympy.Integer(0))
+        elif i == 0:
+            out.append(expr if stride == 1 else FloorDiv(expr, stride))
+        else:
+            out.append(ModularIndexing(expr, stride, size))
+    return out
+
+
+def segmented_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any],
+                   segments: Any, M: Any, N: Any) -> tuple[LoopBody, list[list[Any]]] | None:
+    """A segmented column reduction ([B, T, N] -> [B, N]) over the fused kernel's axes:
+    (body called as body([row], [column]), [[M], [N]]), its sample b = row // T, its
+    reduction index t = row % T, its column n = column; None when its output does not
+    split into B samples of N columns (row-major) or its reduction is not T long.
+
+    Every (b, t, n) is visited once whatever the tensors' layout, so the partials are
+    right; with [B, T, N] inputs the indices join back to row * N + column (Inductor
+    simplifies (row // T) * T * N + (row % T) * N), the row side's own loads."""
+    T = sympy.simplify(M / segments)
+    if (sympy.simplify(sympy.Mul(*iter_sizes) - segments * N) != 0
+            or sympy.simplify(sympy.Mul(*red_sizes) - T) != 0):
+        return None
+    (new_vars,), var_ranges = index_vars_no_squeeze([M, N], prefix="g")
+    row, col = new_vars
+    k = split_point(list(iter_sizes), segments)
+    if k is not None:
+        out = _coords(FloorDiv(row, T), iter_sizes[:k]) + _coords(col, iter_sizes[k:])
+    else:  # samples and columns merged into one loop: the flat index b * N + n
+        out = _coords(FloorDiv(row, T) * N + col, iter_sizes)
+    step = _coords(ModularIndexing(row, 1, T), red_sizes)
+    swapped = LoopBody(body, [out, step], var_ranges, [row], [col])
+    return swapped, [[M], [N]]
