@@ -40,17 +40,17 @@ def split_point(sizes: Sequence[Any], rows: Any) -> int | None:
     return None
 
 
-def _unflatten(var: sympy.Symbol, sizes: Sequence[Any]) -> list[sympy.Expr]:
-    """The row-major coordinates of a flat index `var` over `sizes`."""
+def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
+    """The row-major coordinates over `sizes` of a flat index expression `expr`."""
     out: list[sympy.Expr] = []
     for i, size in enumerate(sizes):
         stride = sympy.Mul(*sizes[i + 1:]) if i + 1 < len(sizes) else sympy.Integer(1)
         if size == 1:
             out.append(sympy.Integer(0))
         elif i == 0:
-            out.append(FloorDiv(var, stride))
+            out.append(expr if stride == 1 else FloorDiv(expr, stride))
         else:
-            out.append(ModularIndexing(var, stride, size))
+            out.append(ModularIndexing(expr, stride, size))
     return out
 
 
@@ -81,25 +81,11 @@ def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: A
         return None  # already one variable per side
     flat = [size for group in new_sizes for size in group]
     (new_vars,), var_ranges = index_vars_no_squeeze(flat, prefix="f")
-    args = [coord for var, group in zip(new_vars, groups) for coord in _unflatten(var, group)]
+    args = [coord for var, group in zip(new_vars, groups) for coord in _coords(var, group)]
     n_iter = len(new_sizes[0])
     old_args = [args[:len(iter_sizes)], args[len(iter_sizes):]]
     swapped = LoopBody(body, old_args, var_ranges, new_vars[:n_iter], new_vars[n_iter:])
     return swapped, new_sizes
-
-
-def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
-    """The row-major coordinates over `sizes` of a flat index expression `expr`."""
-    out: list[sympy.Expr] = []
-    for i, size in enumerate(sizes):
-        stride = sympy.Mul(*sizes[i + 1:]) if i + 1 < len(sizes) else sympy.Integer(1)
-        if size == 1:
-            out.append(sympy.Integer(0))
-        elif i == 0:
-            out.append(expr if stride == 1 else FloorDiv(expr, stride))
-        else:
-            out.append(ModularIndexing(expr, stride, size))
-    return out
 
 
 def segmented_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any],
