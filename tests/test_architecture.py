@@ -133,3 +133,21 @@ def test_no_test_or_bench_patches_a_flavor_or_a_device_query():
                  if target in forbidden
                  and not (target == "compat" and attr in FORCEABLE_COMPAT)]
     assert offenders == []
+
+
+def test_one_list_of_targets():
+    """plan.PLANNERS names the targets; every one has a code flavor, a flavor cannot be
+    registered for any other name, and an unknown target is named by planning's error."""
+    from inductor_ext.codegen import flavor
+    from inductor_ext.plan import PLANNERS
+
+    assert flavor.registered_targets() == set(PLANNERS)
+
+    class Stray(flavor.TargetFlavor):
+        name = "tpu"
+
+    with pytest.raises(ValueError, match="unknown target 'tpu'; known: \\['ascend', 'cuda'\\]"):
+        flavor.register(Stray())
+    with pytest.raises(ValueError, match="unknown target 'tpu'"):
+        flavor.get_flavor("tpu")
+    assert "tpu" not in flavor.registered_targets()

@@ -3,14 +3,15 @@
 Planning (programs, tiles, configs, whether fusing pays) is `inductor_ext.plan`; a
 flavor only turns a `LaunchPlan` into code: the row loop's header and `for` line, compile
 options, and target-specific statements (cache hints, dependent launch). Adding a target
-is one planning module plus one flavor module that calls :func:`register`.
+is one planning module (listed in `plan.PLANNERS`, the one list of targets) plus one flavor
+module that calls :func:`register`.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from ..plan import FinalizeBlock, LaunchPlan
+from ..plan import FinalizeBlock, LaunchPlan, planner_for
 
 
 class TargetFlavor:
@@ -53,13 +54,17 @@ _REGISTRY: dict[str, TargetFlavor] = {}
 
 
 def register(flavor: TargetFlavor) -> TargetFlavor:
+    """Registers the code flavor of a target that planning knows (`plan.PLANNERS` is the
+    one list of targets; a flavor for any other name is a programming error)."""
+    planner_for(flavor.name)
     _REGISTRY[flavor.name] = flavor
     return flavor
 
 
-def get_flavor(name: str) -> TargetFlavor:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"inductor_ext.config.target: unknown flavor {name!r}; "
-                         f"known: {sorted(_REGISTRY)}") from None
+def get_flavor(target: str) -> TargetFlavor:
+    planner_for(target)  # an unknown target is named there, for planning and code alike
+    return _REGISTRY[target]
+
+
+def registered_targets() -> frozenset[str]:
+    return frozenset(_REGISTRY)
