@@ -181,9 +181,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         return acc
 
     def _workspace_row(self, index: int) -> str:
-        K = self.num_partials
-        return (f"{self.ws_inner_name} + ({self.ws_offset} + ({self._program_id()} * {K} + "
-                f"{index}) * {self.row_length})")
+        assert self.workspace is not None
+        return self.workspace.pointer(self._program_id(), index)
 
     def codegen_body(self) -> None:
         persistent = not self.column_tiled

@@ -45,6 +45,8 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     K = len(kernel.partials)
     P = kernel.plan.programs
     N = kernel.row_length
+    ws = kernel.workspace
+    assert ws is not None
     header = main_src.split("@triton_heuristics.")[0].rstrip()
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
     acc_dtype = kernel.plan.accumulator_dtype
@@ -53,7 +55,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     signature.update({"xnumel": "i32", "r0_numel": "i32", "XBLOCK": "constexpr",
                       "R0_BLOCK": "constexpr"})
     aligned = list(range(1, K + 1))
-    if (kernel.ws_offset * acc_dtype.itemsize) % 16 == 0:
+    if ws.offset_bytes % 16 == 0:
         aligned.insert(0, 0)
     if N % 4 == 0:
         aligned.append(K + 1)
@@ -106,7 +108,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     for part in whole:
         k = part.index
         identity, fold = COMBINE[part.reduction_type]
-        ptr = f"ws_ptr + ({kernel.ws_offset} + (r0_index * {K} + {k}) * {N} + xindex)"
+        ptr = ws.pointer("r0_index", k, "xindex", base="ws_ptr")
         lines.append(f"        val{k} = tl.load({ptr}, mask, other={identity})")
         lines.append(f"        acc{k} = "
                      f"{fold.format(acc=f'acc{k}', val=f'val{k}')}")
@@ -125,11 +127,12 @@ def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, seg
                     acc_type: str, out_type: str) -> list[str]:
     """A segmented partial's fold: for each sample b, its programs' workspace rows (the
     kernel lays them out b * per + j) into out[b, :], in a fixed order."""
-    K, N = len(kernel.partials), kernel.row_length
+    N = kernel.row_length
     per = kernel.plan.programs // segments
     identity, fold = COMBINE[reduction_type]
-    ptr = (f"ws_ptr + ({kernel.ws_offset} + ((seg * {per} + r0_index) * {K} + {k}) * {N}"
-           " + xindex)")
+    ws = kernel.workspace
+    assert ws is not None
+    ptr = ws.pointer(ws.segment_program(segments, "seg", "r0_index"), k, "xindex", base="ws_ptr")
     return [
         f"    for seg in tl.range(0, {segments}):",
         f"        acc{k} = tl.full([R0_BLOCK, XBLOCK], {identity}, {acc_type})",
@@ -159,7 +162,8 @@ def emit(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
 
     def launch() -> None:
-        call_args = [kernel.ws_outer_name, *(p.out_name for p in kernel.partials), N, P]
+        assert kernel.workspace is not None
+        call_args = [kernel.workspace.outer, *(p.out_name for p in kernel.partials), N, P]
         arg_types = [kernel.plan.accumulator_dtype, *out_dtypes, int, int]
         V.graph.wrapper_code.generate_kernel_call(
             name, call_args, triton=True, arg_types=arg_types, triton_meta=triton_meta,

@@ -33,6 +33,7 @@ from ..scheduler import reorder
 from . import column_tiles, finalize, rewrites
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import TargetFlavor, get_flavor
+from .workspace import Workspace
 
 _ASSIGN = re.compile(r"^(\w+) = ")
 _LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
@@ -85,10 +86,8 @@ class MixOrderKernelBase:
         self.partials: list[PartialAccumulator] = []
         #: Output name -> samples B of each segmented column reduction.
         self.segments_of: dict[str, int] = {}
-        self.ws_outer_name: str | None = None
-        self.ws_inner_name: str | None = None
-        self.ws_offset = 0
-        self.num_partials = 0
+        #: The partials' layout, placed in Inductor's workspace before the body is written.
+        self.workspace: Workspace | None = None
         #: Writes the generated final step's launch; None keeps the ATen step.
         self.finalize_launch: Any = None
         super().__init__(*args, **kwargs)
@@ -125,18 +124,10 @@ class MixOrderKernelBase:
     def _write_aten_final_step(self) -> None:
         """Fallback final step: one ATen reduce over the workspace rows per output."""
         wrapper = V.graph.wrapper_code
-        K = len(self.partials)
-        P = self.plan.programs
-        N = self.row_length
-        ws = self.ws_outer_name
+        assert self.workspace is not None
         for part in self.partials:
             final = ATEN_REDUCE[part.reduction_type]
-            view = f"{ws}[{self.ws_offset}:{self.ws_offset + P * K * N}].view({P}, {K}, {N})"
-            rows = f"{view}[:, {part.index}]"
-            if part.segments > 1:  # each sample's programs apart: [B, P / B, N] -> [B, N]
-                rows, dim = f"{rows}.view({part.segments}, {P // part.segments}, {N})", 1
-            else:
-                dim = 0
+            rows, dim = self.workspace.aten_rows(part.index, part.segments)
             wrapper.writeline(
                 f"{part.out_name}.copy_({rows}.{final}({dim}).view({part.out_name}.shape))")
 
@@ -474,8 +465,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def _workspace_pointer(self, index: int, cols: str) -> str:
         """Pointers to columns `cols` of partial `index` in this program's workspace row
         (the partials' three stores and the looped tiles' adds all address it)."""
-        slot = f"(tl.program_id(0) * {self.num_partials} + {index}) * r0_numel"
-        return f"{self.ws_inner_name} + ({self.ws_offset} + {slot} + {cols})"
+        assert self.workspace is not None
+        return self.workspace.pointer("tl.program_id(0)", index, cols, row_length="r0_numel")
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
@@ -611,14 +602,12 @@ def codegen_mix_order(scheduling: Any, node: Any,
     columns = [column_body(col, node.M, node.N) for col in node.columns]
     node_schedule = adapter.prepare(node, node_schedule, columns)
     kernel = adapter.make_kernel(scheduling, node, node_schedule, columns)
-    K = kernel.num_partials = len(columns)
+    K = len(columns)
     kernel.segments_of = {cb.out_name: cb.segments for cb in columns if cb.segments > 1}
-    N = int(node.N)
+    layout = Workspace(plan.programs, K, int(node.N), plan.accumulator_dtype)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
-    inner_name, outer_name, offset = kernel.args.workspace(
-        sympy.Integer(plan.programs * K * N), plan.looped_column_tiles,
-        dtype=plan.accumulator_dtype)
-    kernel.ws_inner_name, kernel.ws_outer_name, kernel.ws_offset = inner_name, outer_name, offset
+    kernel.workspace = layout.placed(*kernel.args.workspace(
+        sympy.Integer(layout.numel), plan.looped_column_tiles, dtype=layout.dtype))
 
     with kernel:
         all_indexing: dict[Any, None] = {}
@@ -675,7 +664,8 @@ def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,
     """The mix_order_fusion table row of one generated kernel."""
     plan: LaunchPlan = node.plan
     K = len(kernel.partials)
-    ws_bytes = plan.programs * K * int(node.N) * plan.accumulator_dtype.itemsize
+    assert kernel.workspace is not None
+    ws_bytes = kernel.workspace.nbytes
     dtypes = sorted({str(V.graph.get_dtype(name)).replace("torch.", "")
                      for name in kernel.args.input_buffers})
     return {
