@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,32 +30,10 @@ from ..plan import LaunchPlan
 from ..runtime import autotune
 from ..scheduler import reorder
 from . import column_tiles, finalize, rewrites
+from . import prefetch as pf
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import TargetFlavor, get_flavor
 from .workspace import Workspace
-
-_ASSIGN = re.compile(r"^(\w+) = ")
-_LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
-_TMP = re.compile(r"\btmp\d+\b")
-
-
-@dataclasses.dataclass
-class _Prefetch:
-    row_loads: list[str]  # loads that depend on the row block
-    other_loads: list[str]  # loop-invariant loads (weights), left in the loop
-    variables: list[str]  # the row loads' variables
-    index_names: list[str]  # row-block index variables, renamed `<name>_pf` for the next
-
-
-@dataclasses.dataclass(frozen=True)
-class _RowSpan:
-    """An [M, N] input's rows in memory, for the L2 hint of a row block ahead."""
-
-    pointer: str  # kernel argument
-    stride: int  # elements from one row to the next
-    offset: int  # elements before the first row's first column
-    stride_bytes: int
-    gap_bytes: int  # bytes after a row's last column up to the next row
 
 
 @dataclasses.dataclass
@@ -291,13 +268,15 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             default, _ = COMBINE[part.reduction_type]
             body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
                            f"{self.acc_type})")
-        prefetch = self._prefetch_split() if plan.prefetch else None
+        prefetch = (pf.split_loads(self.indexing_code.getvalue(), self.loads.getvalue())
+                    if plan.prefetch else None)
         if plan.prefetch and prefetch is None:
             rewrites.record_miss("prefetch_next_block", "loads left single-buffered")
         if prefetch is not None:
             # Prologue: the first row block's loads, then each iteration loads the next
             # block into fresh registers before computing the current one.
-            body.writeline(f"xoffset = {self._first_block_offset()}")
+            constant = self._has_constant_mask(self.range_trees[0])
+            body.writeline(f"xoffset = {pf.first_block_offset(constant)}")
             self._write_row_block_indices(body)
             body.splice(self.indexing_code)
             for line in prefetch.row_loads:
@@ -310,7 +289,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             if prefetch is None:
                 body.splice(self.loads)
             else:
-                self._write_prefetch(body, prefetch)
+                self._write_next_block(body, prefetch)
             body.splice(self.compute)
             body.splice(self.stores)
             body.splice(self.post_loop_combine)
@@ -328,79 +307,28 @@ class MixOrderKernelMixin(MixOrderKernelBase):
                     self.post_loop_combine, self.post_loop_store):
             buf.clear()
 
-    # -- register double buffering of the row loop's loads (CUDA) ----------------------
-    def _prefetch_split(self) -> _Prefetch | None:
-        """The loads that depend on the row block, if every load is a plain one-line
-        `tmpN = tl.load(...)` of index variables only; None leaves the loop as it is."""
-        index_names = {"xindex", "xmask", "xoffset"}
-        for line in self.indexing_code.getvalue().splitlines():
-            match = _ASSIGN.match(line.strip())
-            if match is None:
-                return None
-            index_names.add(match.group(1))
-        row_loads, other_loads, variables = [], [], []
-        for line in filter(None, (ln.strip() for ln in self.loads.getvalue().splitlines())):
-            match = _LOAD.match(line)
-            if match is None or _TMP.search(match.group(2)):
-                return None
-            if any(re.search(rf"\b{name}\b", match.group(2)) for name in index_names):
-                row_loads.append(line)
-                variables.append(match.group(1))
-            else:
-                other_loads.append(line)
-        if not row_loads:
-            return None
-        return _Prefetch(row_loads, other_loads, variables, sorted(index_names))
-
-    def _first_block_offset(self) -> str:
-        if self._has_constant_mask(self.range_trees[0]):
-            return "tl.minimum(row_start, xnumel - XBLOCK)"  # stays in bounds, no mask
-        return "row_start"
-
-    def _write_prefetch(self, body: Any, prefetch: _Prefetch) -> None:
-        """Loads of the next row block (clamped in bounds, or masked) into `<var>_pf`."""
-        for line in prefetch.other_loads:
-            body.writeline(line)
-        nxt = "xoffset + row_step"
-        if self._has_constant_mask(self.range_trees[0]):
-            nxt = f"tl.minimum({nxt}, xnumel - XBLOCK)"
-        body.writeline(f"xoffset_pf = {nxt}")
-        body.writeline("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
-        lines = []
-        if self._has_constant_mask(self.range_trees[0]):
-            lines.append(self.create_constant_mask(self.range_trees[0]))
-        else:
-            body.writeline(f"xmask_pf = xindex_pf < {self.row_limit}")
-        lines += [ln.strip() for ln in self.indexing_code.getvalue().splitlines() if ln.strip()]
-        lines += prefetch.row_loads
-        renamed = rewrites.apply("prefetch_next_block", "\n".join(lines),
-                                 [*prefetch.index_names, *prefetch.variables])
-        for line in renamed.splitlines():
+    # -- loads ahead (codegen/prefetch.py) ---------------------------------------------
+    def _write_next_block(self, body: Any, split: pf.RowLoads) -> None:
+        """Loads of the next row block into `<var>_pf` (double buffering)."""
+        x_tree = self.range_trees[0]
+        constant = (self.create_constant_mask(x_tree) if self._has_constant_mask(x_tree)
+                    else None)
+        for line in pf.next_block_lines(split, self.indexing_code.getvalue(), constant,
+                                        self.row_limit):
             body.writeline(line)
 
-    # -- L2 prefetch of row blocks ahead (Hopper) ---------------------------------------
     def _write_l2_prefetch(self, body: Any) -> None:
         """Hint the row block `plan.l2_prefetch` steps ahead into L2: one bulk prefetch per
         [M, N] input whose rows are contiguous runs (index = stride * row + column + c)."""
         spans = [span for name, index in self._l2_row_loads.items()
                  if (span := self._row_span(name, index)) is not None]
-        if not spans:
-            return
-        ahead = f"xoffset + {self.plan.l2_prefetch} * row_step"
-        body.writeline(f"xoffset_l2 = tl.maximum(tl.minimum({ahead}, xnumel - XBLOCK), 0)")
-        body.writeline("xrows_l2 = tl.minimum(xnumel - xoffset_l2, XBLOCK)")
-        for span in spans:
-            offset = f" + {span.offset}" if span.offset else ""
-            gap = f" - {span.gap_bytes}" if span.gap_bytes else ""
-            start = f"{span.pointer} + ({span.stride} * xoffset_l2{offset})"
-            nbytes = f"xrows_l2 * {span.stride_bytes}{gap}"
-            body.writeline(self.flavor.l2_prefetch_statement(
-                start, nbytes, second_pass=self.column_tiled,
-                keep_fraction=self.plan.l2_keep_fraction))
+        for line in pf.l2_prefetch_lines(spans, self.plan.l2_prefetch, self.flavor,
+                                         second_pass=self.column_tiled,
+                                         keep_fraction=self.plan.l2_keep_fraction):
+            body.writeline(line)
 
-    def _row_span(self, name: str, index: sympy.Expr) -> _RowSpan | None:
-        """Where `name`'s rows lie when `index` is `stride * x + r0 + offset` over whole
-        rows; else None (no hint for that load)."""
+    def _row_span(self, name: str, index: sympy.Expr) -> pf.RowSpan | None:
+        """`name`'s rows when `index` runs over this kernel's row and column axes whole."""
         axes: dict[str, sympy.Symbol] = {}
         for sym in index.free_symbols:
             entry = self.range_tree_nodes.get(sym)
@@ -409,17 +337,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             axes[entry.parent.prefix] = sym
         if set(axes) != {"x", "r0_"}:
             return None
-        x, r0 = axes["x"], axes["r0_"]
-        expanded = sympy.expand(index)
-        stride, offset = expanded.coeff(x, 1), expanded.subs({x: 0, r0: 0})
-        width = self.range_trees[1].numel
-        if not all(isinstance(v, sympy.Integer) for v in (stride, offset, width)):
-            return None
-        if sympy.expand(expanded - stride * x - r0 - offset) != 0 or stride < width:
-            return None
-        elem = V.graph.get_dtype(name).itemsize
-        return _RowSpan(pointer=self.args.input(name), stride=int(stride), offset=int(offset),
-                        stride_bytes=int(stride) * elem, gap_bytes=int(stride - width) * elem)
+        return pf.row_span(index, axes["x"], axes["r0_"], self.range_trees[1].numel,
+                           self.args.input(name), V.graph.get_dtype(name).itemsize)
 
     def _wrap_row_loop(self) -> None:
         """Column-tiled kernels: everything Inductor wrote runs once per row block."""
