@@ -116,7 +116,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
                  **kwargs: Any) -> None:
-        self._wrapped = False
+        self._row_loop_written = False
         #: Buffer -> its load index; `_row_span` keeps the [M, N] ones for the L2 hint.
         self._l2_row_loads: dict[str, sympy.Expr] = {}
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
@@ -224,7 +224,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             val = f"tl.where({mask}, {val}, {default})"
         if self.register_tiles:
             # Unrolled column tiles: fold this tile's rows first, then into the tile's own
-            # [1, R0_BLOCK] accumulator (`_wrap_row_loop` gives each tile its own name).
+            # [1, R0_BLOCK] accumulator (`column_tiles.rewrite_loops` gives each tile its own name).
             fold = combine.format(acc=acc, val=f"{TL_REDUCE[reduction_type]}({val}, 0)[None, :]")
             self.compute.writeline(f"{acc} = {fold}")
         elif self.column_tiled:
@@ -243,69 +243,135 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             self.compute.writeline(f"{acc} = {combine.format(acc=acc, val=val)}")
         return acc
 
-    # -- body -------------------------------------------------------------------------
+    # -- the row loop -----------------------------------------------------------------
     def codegen_kernel(self, name: str | None = None) -> str:
-        self._final_flush = True  # the codegen_body call from here is the last one
+        # Inductor's codegen_kernel flushes the buffers into `body` and reads it; the row
+        # loop goes around all of it, so it is written first, once every node is in.
+        self.codegen_body()
+        self._write_row_loop()
         src = super().codegen_kernel(name)
         if self.autotuned:
             src = rewrites.apply("autotune_decorator", src)
         return src
 
     def codegen_body(self) -> None:
+        """Column-tiled: Inductor's loops over column tiles, appended to `body` at each
+        flush, for the row loop to wrap. Persistent: the buffers wait for the row loop,
+        which splits the loads for double buffering."""
         if self.column_tiled:
-            super().codegen_body()  # Inductor's loops over column tiles, appended to body
-            if getattr(self, "_final_flush", False) and not self._wrapped:
-                self._wrap_row_loop()
+            super().codegen_body()
+
+    def _write_row_loop(self) -> None:
+        """The one row loop of every plan: the loop header, the partials' accumulators,
+        the loop over row blocks (row indices, the L2 hint, then the block's code), the
+        dependent launch's trigger and the partials' workspace stores. A persistent row's
+        block is the buffers (loads double-buffered when the plan prefetches); a column-
+        tiled row's block is Inductor's loops over column tiles."""
+        if self._row_loop_written:
             return
-        if not (self.indexing_code or self.loads or self.stores or self.compute
-                or self.post_loop_combine or self.post_loop_store):
+        tiled = self.column_tiled
+        if not tiled and not (self.indexing_code or self.loads or self.stores or self.compute
+                              or self.post_loop_combine or self.post_loop_store):
             return
-        plan = self.plan
-        body = self.body
+        self._row_loop_written = True
+        split = None
+        if self.plan.prefetch and not tiled:
+            split = pf.split_loads(self.indexing_code.getvalue(), self.loads.getvalue())
+            if split is None:
+                rewrites.record_miss("prefetch_next_block", "loads left single-buffered")
+        if tiled:
+            # Everything Inductor wrote, its column-tile loops included, runs per row block.
+            inner = column_tiles.rewrite_loops(self.body.getvalue(), self.plan,
+                                               [part.acc for part in self.partials])
+            body = type(self.body)()
+        else:
+            # What Inductor wrote is the row's column indices: they stay before the loop.
+            inner, body = "", self.body
         for line in self.loop_header():
             body.writeline(line)
-        for part in self.partials:
-            default, _ = COMBINE[part.reduction_type]
-            body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
-                           f"{self.acc_type})")
-        prefetch = (pf.split_loads(self.indexing_code.getvalue(), self.loads.getvalue())
-                    if plan.prefetch else None)
-        if plan.prefetch and prefetch is None:
-            rewrites.record_miss("prefetch_next_block", "loads left single-buffered")
-        if prefetch is not None:
-            # Prologue: the first row block's loads, then each iteration loads the next
-            # block into fresh registers before computing the current one.
-            constant = self._has_constant_mask(self.range_trees[0])
-            body.writeline(f"xoffset = {pf.first_block_offset(constant)}")
-            self._write_row_block_indices(body)
-            body.splice(self.indexing_code)
-            for line in prefetch.row_loads:
-                body.writeline(line)
+        self._write_accumulators(body)
+        if split is not None:
+            self._write_first_block(body, split)
         body.writeline(self.loop_statement())
         with body.indent():
             self._write_row_block_indices(body)
             self._write_l2_prefetch(body)
-            body.splice(self.indexing_code)
-            if prefetch is None:
-                body.splice(self.loads)
-            else:
-                self._write_next_block(body, prefetch)
-            body.splice(self.compute)
-            body.splice(self.stores)
-            body.splice(self.post_loop_combine)
-            body.splice(self.post_loop_store)
-            if prefetch is not None:
-                for var in prefetch.variables:
-                    body.writeline(f"{var} = {var}_pf")
+            body.splice(inner)
+            if not tiled:
+                self._write_buffers(body, split)
         self._write_pdl_trigger(body)
-        r0_mask = "" if self._has_constant_mask(self.range_trees[1]) else ", r0_mask"
+        self._write_workspace_stores(body)
+        self.body = body
+
+    def _write_accumulators(self, body: Any) -> None:
+        """The partials' identities: [XBLOCK, R0_BLOCK] per partial for a persistent row;
+        [1, R0_BLOCK] per unrolled column tile (none when tiles add into the workspace)."""
         for part in self.partials:
-            reduce_fn = TL_REDUCE[part.reduction_type]
-            body.writeline(f"tl.store({self._workspace_pointer(part.index, 'r0_index')}, "
-                           f"{reduce_fn}({part.acc}, 0)[None, :]{r0_mask})")
+            default, _ = COMBINE[part.reduction_type]
+            if not self.column_tiled:
+                body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
+                               f"{self.acc_type})")
+                continue
+            for tile in range(self.register_tiles):
+                body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
+                               f"{self.acc_type})")
+
+    def _write_first_block(self, body: Any, split: pf.RowLoads) -> None:
+        """Prologue of a double-buffered loop: the first row block's loads; each iteration
+        then loads the next block into fresh registers before computing the current one."""
+        constant = self._has_constant_mask(self.range_trees[0])
+        body.writeline(f"xoffset = {pf.first_block_offset(constant)}")
+        self._write_row_block_indices(body)
+        body.splice(self.indexing_code)
+        for line in split.row_loads:
+            body.writeline(line)
+
+    def _write_buffers(self, body: Any, split: pf.RowLoads | None) -> None:
+        """A persistent row block: Inductor's buffers, the loads of the next block in place
+        of this one's when double-buffered; then the buffers are spent."""
+        body.splice(self.indexing_code)
+        if split is None:
+            body.splice(self.loads)
+        else:
+            self._write_next_block(body, split)
+        body.splice(self.compute)
+        body.splice(self.stores)
+        body.splice(self.post_loop_combine)
+        body.splice(self.post_loop_store)
+        if split is not None:
+            for var in split.variables:
+                body.writeline(f"{var} = {var}_pf")
         for buf in (self.indexing_code, self.loads, self.compute, self.stores,
                     self.post_loop_combine, self.post_loop_store):
             buf.clear()
+
+    def _write_pdl_trigger(self, body: Any) -> None:
+        """After the row loop: the final step may launch once every program is here (not
+        at the start: its programs would then wait beside ours, 3-7 us slower)."""
+        if self.plan.final_step_pdl:
+            body.writeline(self.flavor.pdl_trigger_statement())
+
+    def _write_workspace_stores(self, body: Any) -> None:
+        """After the row loop, the partials into the program's workspace row: reduced over
+        the block's rows (persistent), or each unrolled tile's into its columns; looped
+        tiles have added theirs inside the loop."""
+        masked = not self._has_constant_mask(self.range_trees[1])
+        if not self.column_tiled:
+            r0_mask = ", r0_mask" if masked else ""
+            for part in self.partials:
+                reduce_fn = TL_REDUCE[part.reduction_type]
+                body.writeline(f"tl.store({self._workspace_pointer(part.index, 'r0_index')}, "
+                               f"{reduce_fn}({part.acc}, 0)[None, :]{r0_mask})")
+            return
+        if not self.register_tiles:
+            return
+        body.writeline("r0_cols = tl.arange(0, R0_BLOCK)[None, :]")
+        for part in self.partials:
+            for tile in range(self.register_tiles):
+                cols = f"{tile} * R0_BLOCK + r0_cols"
+                mask = f", {cols} < r0_numel" if masked else ""
+                body.writeline(f"tl.store({self._workspace_pointer(part.index, cols)}, "
+                               f"{part.acc}_t{tile}{mask})")
 
     # -- loads ahead (codegen/prefetch.py) ---------------------------------------------
     def _write_next_block(self, body: Any, split: pf.RowLoads) -> None:
@@ -339,47 +405,6 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             return None
         return pf.row_span(index, axes["x"], axes["r0_"], self.range_trees[1].numel,
                            self.args.input(name), V.graph.get_dtype(name).itemsize)
-
-    def _wrap_row_loop(self) -> None:
-        """Column-tiled kernels: everything Inductor wrote runs once per row block."""
-        self._wrapped = True
-        inner = self.body.getvalue()
-        tiles = self.register_tiles
-        inner = column_tiles.rewrite_loops(inner, self.plan, [part.acc for part in self.partials])
-        body = type(self.body)()
-        for line in self.loop_header():
-            body.writeline(line)
-        for part in self.partials:
-            default, _ = COMBINE[part.reduction_type]
-            for tile in range(tiles):
-                body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
-                               f"{self.acc_type})")
-        body.writeline(self.loop_statement())
-        with body.indent():
-            self._write_row_block_indices(body)
-            self._write_l2_prefetch(body)
-            body.splice(inner)
-        self._write_pdl_trigger(body)
-        if tiles:
-            self._write_tile_partials(body, tiles)
-        self.body = body
-
-    def _write_pdl_trigger(self, body: Any) -> None:
-        """After the row loop: the final step may launch once every program is here (not
-        at the start: its programs would then wait beside ours, 3-7 us slower)."""
-        if self.plan.final_step_pdl:
-            body.writeline(self.flavor.pdl_trigger_statement())
-
-    def _write_tile_partials(self, body: Any, tiles: int) -> None:
-        """Each unrolled tile's partials into its columns of the program's workspace row."""
-        masked = not self._has_constant_mask(self.range_trees[1])
-        body.writeline("r0_cols = tl.arange(0, R0_BLOCK)[None, :]")
-        for part in self.partials:
-            for tile in range(tiles):
-                cols = f"{tile} * R0_BLOCK + r0_cols"
-                mask = f", {cols} < r0_numel" if masked else ""
-                body.writeline(f"tl.store({self._workspace_pointer(part.index, cols)}, "
-                               f"{part.acc}_t{tile}{mask})")
 
     def _workspace_pointer(self, index: int, cols: str) -> str:
         """Pointers to columns `cols` of partial `index` in this program's workspace row
