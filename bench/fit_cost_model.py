@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import sys
@@ -43,6 +44,12 @@ NOISE = 0.03
 def shape_of(row: dict) -> ShapeInfo:
     info = json.loads(row["shape_info"])
     info["device"] = torch.device("cuda")
+    if info.get("strided_bytes") and "strided_elem_bytes" not in info:
+        # Sweeps recorded before these fields: every strided case has one transposed
+        # operand (sweep_cost_model.problem): x in rms/ln, read by the column reduction
+        # too; y in sum pairs, read by the row reduction only.
+        info["strided_elem_bytes"] = info["strided_bytes"] // (int(row["M"]) * int(row["N"]))
+        info["strided_shared_bytes"] = info["strided_bytes"] if row["op"] != "sum" else 0
     return ShapeInfo(**info)
 
 
@@ -63,12 +70,9 @@ def decide(row: dict, tuning: CudaTuning | None = None, gates: str = "strict"
 
 
 def agrees(row: dict, fuse: bool) -> bool:
-    """A decision matches the measurement, or the case is within noise, or the model
-    declines a strided group (its conservative rule, see plan/cost.py)."""
+    """A decision matches the measurement, or the case is within noise."""
     speedup = measured_speedup(row)
-    if abs(speedup - 1) <= NOISE or fuse == (speedup > 1):
-        return True
-    return not fuse and json.loads(row["shape_info"]).get("strided_bytes", 0) > 0
+    return abs(speedup - 1) <= NOISE or fuse == (speedup > 1)
 
 
 def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -106,7 +110,60 @@ def fit(rows: list[dict]) -> dict[str, float]:
         out[f"{name}_overhead_s"] = overhead
         out[f"{name}_efficiency"] = 1 / slope
         out[f"{name}_points"] = len(points)
+    out.update(fit_strided(rows))
     return out
+
+
+def _strided_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """(transposed row, its coalesced twin: same op, shape and dtypes, contiguous or
+    else sliced) for every transposed row the hook fused."""
+    by_key = {(r["op"], r["M"], r["N"], r["dtype"], r["wdtype"], r["layout"]): r
+              for r in rows}
+    pairs = []
+    for row in rows:
+        key = (row["op"], row["M"], row["N"], row["dtype"], row["wdtype"])
+        twin = by_key.get((*key, "contiguous")) or by_key.get((*key, "sliced"))
+        if row["layout"] == "transposed" and twin is not None:
+            pairs.append((row, twin))
+    return pairs
+
+
+def fit_strided(rows: list[dict]) -> dict[str, float]:
+    """The strided costs from each transposed row's extra time over its twin: the fused
+    kernel's per sector request (least squares through zero), the unfused kernels' per
+    strided byte of the row kernel and per shared one of the column kernel."""
+    bw = H100.dram_bytes_per_s
+    fused_points, unfused_rows, unfused_extra = [], [], []
+    for row, twin in _strided_pairs(rows):
+        shape = shape_of(row)
+        plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+        requests = shape.strided_bytes / cost.strided_run_bytes(shape, plan)
+        fused_points.append((requests * cost.SECTOR_BYTES / bw,
+                             (float(row["fused_us"]) - float(twin["fused_us"])) * 1e-6))
+        unfused_rows.append((shape.strided_bytes / bw, shape.strided_shared_bytes / bw))
+        unfused_extra.append((float(row["upstream_off_us"])
+                              - float(twin["upstream_off_us"])) * 1e-6)
+    sector = (sum(x * y for x, y in fused_points) / sum(x * x for x, _ in fused_points))
+    # Two unknowns, no intercept: the 2x2 normal equations.
+    aa = sum(a * a for a, _ in unfused_rows)
+    ab = sum(a * b for a, b in unfused_rows)
+    bb = sum(b * b for _, b in unfused_rows)
+    ay = sum(a * y for (a, _), y in zip(unfused_rows, unfused_extra, strict=True))
+    by = sum(b * y for (_, b), y in zip(unfused_rows, unfused_extra, strict=True))
+    det = aa * bb - ab * ab
+    costs = {"strided_sector_cost": sector,
+             "strided_row_kernel_cost": (ay * bb - by * ab) / det,
+             "strided_column_kernel_cost": (aa * by - ab * ay) / det}
+    # The margin: stock as far below its prediction, and fused as far above its own, as
+    # any transposed row measured (the worst error of both at once).
+    tuning = dataclasses.replace(CudaTuning(), **costs)
+    stock_ratio, fused_ratio = [], []
+    for row, _ in _strided_pairs(rows):
+        _, est = decide(row, tuning)
+        stock_ratio.append(float(row["upstream_off_us"]) * 1e-6 / est.stock_s)
+        fused_ratio.append(float(row["fused_us"]) * 1e-6 / est.fused_s)
+    return {**costs, "strided_stock_share": min(stock_ratio) / max(fused_ratio),
+            "strided_points": len(fused_points)}
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -152,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{fitted[f'{name}_points']} rows; committed "
               f"{getattr(tuning, f'{name}_overhead_s') * 1e6:5.1f} us, "
               f"{getattr(tuning, f'{name}_efficiency'):.3f}")
+    for name in ("strided_sector_cost", "strided_row_kernel_cost",
+                 "strided_column_kernel_cost", "strided_stock_share"):
+        print(f"  {name:27s} fitted {fitted[name]:.3f} over {fitted['strided_points']} "
+              f"transposed pairs; committed {getattr(tuning, name):.3f}")
     misses = 0
     for row in rows:
         fuse, est = decide(row)

@@ -88,8 +88,9 @@ class Case:
 def grid(name: str) -> list[Case]:
     """The sweep's cases. `full`: M*N from 1M to 512M, N 64..32768, rms/ln in bf16 and
     fp32 (fp16 x with fp32 w at some), plain sum pairs, sliced and transposed operands;
-    `heldout`: the shapes the issue measured outside the tuned list; `smoke`: tiny, for
-    the CPU interpreter."""
+    `heldout`: the shapes the issue measured outside the tuned list; `strided`: transposed
+    operands at shapes and dtypes the strided costs were not fitted on (ln, fp16, other
+    widths), to check them; `smoke`: tiny, for the CPU interpreter."""
     if name == "smoke":
         return [Case("rms", 64, 48, "fp32", "fp32", "contiguous"),
                 Case("ln", 33, 64, "fp32", "fp32", "sliced"),
@@ -104,6 +105,15 @@ def grid(name: str) -> list[Case]:
                Case("rms", 16384, 4096, "bf16", "fp32", "contiguous")]
     if name == "heldout":
         return heldout
+    if name == "strided":
+        return [Case(op, M, N, dtype, wdtype, "transposed") for op, M, N, dtype, wdtype in (
+            ("rms", 32768, 2048, "bf16", "bf16"), ("rms", 131072, 512, "bf16", "bf16"),
+            ("rms", 8192, 8192, "bf16", "bf16"), ("rms", 32768, 1024, "fp32", "fp32"),
+            ("rms", 65536, 512, "fp32", "fp32"), ("ln", 65536, 1024, "bf16", "bf16"),
+            ("ln", 16384, 2048, "bf16", "bf16"), ("ln", 131072, 768, "bf16", "bf16"),
+            ("ln", 32768, 1024, "fp32", "fp32"), ("ln", 16384, 1536, "fp16", "fp32"),
+            ("sum", 65536, 1024, "fp16", "fp16"), ("sum", 131072, 512, "fp16", "fp16"),
+            ("sum", 16384, 2048, "bf16", "bf16"), ("sum", 524288, 128, "bf16", "bf16"))]
     cases = list(heldout)
     for op in ("rms", "ln"):
         for dtype in ("bf16", "fp32"):
@@ -347,7 +357,7 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", default="")
-    ap.add_argument("--grid", choices=("full", "heldout", "smoke"), default="full")
+    ap.add_argument("--grid", choices=("full", "heldout", "strided", "smoke"), default="full")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
     ap.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)

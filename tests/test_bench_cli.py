@@ -128,6 +128,18 @@ def test_sweep_refuses_an_unknown_variant(capsys):
     assert "unknown ['liger']" in capsys.readouterr().err
 
 
+def test_strided_grid_is_held_out_from_the_fit():
+    """`--grid strided` checks the strided costs on cases the fit did not see: all
+    transposed, none in the full grid, and ln / fp16 among them (the fit had neither)."""
+    import sweep_cost_model
+
+    strided = sweep_cost_model.grid("strided")
+    assert strided and {c.layout for c in strided} == {"transposed"}
+    assert not set(strided) & set(sweep_cost_model.grid("full"))
+    assert {"ln", "rms", "sum"} <= {c.op for c in strided}
+    assert "fp16" in {c.dtype for c in strided}
+
+
 def test_bench_models_leaves_out_gradients_that_are_only_rounding():
     """BERT's attention key bias has a zero gradient in exact arithmetic (softmax ignores a
     shift shared by every key): its values are rounding, and two runs differ by ~100%."""

@@ -5,6 +5,7 @@ torch.compile, upstream mix-order off and the fused kernel on an H100, with the 
 facts the hook recorded; the model must reproduce each fuse / decline decision."""
 
 import csv
+import dataclasses
 import json
 import os
 import pathlib
@@ -65,6 +66,9 @@ def test_the_committed_constants_are_the_fitted_ones():
         assert abs(fitted[f"{name}_efficiency"] - getattr(tuning, f"{name}_efficiency")) < 0.01
         assert abs(fitted[f"{name}_overhead_s"] - getattr(tuning, f"{name}_overhead_s")) \
             < 0.6e-6
+    for name in ("strided_sector_cost", "strided_row_kernel_cost",
+                 "strided_column_kernel_cost", "strided_stock_share"):
+        assert abs(fitted[name] - getattr(tuning, name)) < 0.01, name
 
 
 H100 = fit_cost_model.H100
@@ -75,7 +79,8 @@ def _norm(M: int, N: int, es: int = 2, columns: int = 1, strided: bool = False) 
     return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns, elem_bytes=es,
                      shared_bytes=2 * M * N * es, total_bytes=total,
                      unfused_bytes=total + 2 * M * N * es, row_elem_bytes=3 * es,
-                     device=torch.device("cuda"), strided_bytes=M * N * es if strided else 0)
+                     device=torch.device("cuda"), strided_bytes=M * N * es if strided else 0,
+                     strided_elem_bytes=es if strided else 0)
 
 
 def _estimate(shape: ShapeInfo, gates: str = "strict") -> cost.Estimate:
@@ -93,13 +98,46 @@ def test_small_shapes_fuse_unless_programs_get_a_row_or_so():
     assert not tiny.fuse and "rows per program" in tiny.why_not
 
 
-def test_strided_operands_fuse_only_with_wide_contiguous_runs():
-    narrow = _estimate(_norm(16384, 4096, strided=True))  # 2 rows x 2 bytes per block
-    assert not narrow.fuse and "stride" in narrow.why_not
-    wide = cost.estimate(_norm(262144, 256, strided=True),
-                         cuda_plan.plan(_norm(262144, 256), H100, CudaTuning(), PlanOptions()),
-                         H100, CudaTuning(), PlanOptions())
-    assert wide.why_not == ""
+def test_strided_operands_are_priced_per_contiguous_run():
+    """A narrow run (2 rows x 2 bytes per row block) costs the fused loop more than a wide
+    one per strided byte; both are priced, neither is ruled out by a reason."""
+    narrow_shape = _norm(16384, 4096, strided=True)
+    narrow_plan = cuda_plan.plan(narrow_shape, H100, CudaTuning(), PlanOptions())
+    wide_shape = _norm(262144, 256, strided=True)
+    wide_plan = cuda_plan.plan(wide_shape, H100, CudaTuning(), PlanOptions())
+    assert cost.strided_run_bytes(narrow_shape, narrow_plan) == narrow_plan.block_m * 2
+    per_byte = [cost.strided_fused_s(s, p, H100, CudaTuning()) / s.strided_bytes
+                for s, p in ((narrow_shape, narrow_plan), (wide_shape, wide_plan))]
+    assert per_byte[0] > 4 * per_byte[1] > 0
+    narrow, wide = _estimate(narrow_shape), _estimate(wide_shape)
+    assert narrow.why_not == wide.why_not == ""
+    assert not narrow.fuse and wide.fuse
+    assert "strided operands" in narrow.describe()
+
+
+def test_strided_runs_use_the_strided_operands_element():
+    """bf16 x transposed beside an fp32 weight: the run is block_m x 2 bytes, not x 4."""
+    shape = dataclasses.replace(_norm(65536, 1024, es=4, strided=True),
+                                strided_elem_bytes=2)
+    plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    assert cost.strided_run_bytes(shape, plan) == plan.block_m * 2
+
+
+def test_stock_pays_more_when_the_column_kernel_reads_the_strided_operand():
+    """rms with x transposed: both of Inductor's kernels read x; a sum pair's column
+    kernel reads only the coalesced operand."""
+    row_only = _norm(65536, 1024, strided=True)
+    shared = dataclasses.replace(row_only, strided_shared_bytes=row_only.strided_bytes)
+    assert (cost.strided_unfused_s(shared, H100, CudaTuning())
+            > 5 * cost.strided_unfused_s(row_only, H100, CudaTuning()) > 0)
+
+
+def test_strided_groups_fuse_only_with_the_margin():
+    """The strided share applies to strided groups only, and the margin is below 1."""
+    est = _estimate(_norm(65536, 1024, strided=True))
+    assert est.stock_share == CudaTuning().strided_stock_share < 1
+    assert _estimate(_norm(65536, 1024)).stock_share == 1.0
+    assert est.fuse == (est.fused_s < est.stock_share * est.stock_s)
 
 
 def test_looped_column_tiles_are_latency_bound():
@@ -126,6 +164,7 @@ def test_upstream_gates_follow_the_torch_release(gates, fuses):
     assert cost.upstream_would_fuse(_norm(8192, 8192), gates) is fuses
     assert cost.upstream_would_fuse(_norm(65536, 1024), gates) is (gates != "none")
     assert not cost.upstream_would_fuse(_norm(8192, 32768), gates)
+    assert not cost.upstream_would_fuse(_norm(65536, 1024, strided=True), gates)
 
 
 def test_the_fusion_table_records_the_verdict(plugin, tmp_path, monkeypatch):
@@ -143,3 +182,21 @@ def test_the_fusion_table_records_the_verdict(plugin, tmp_path, monkeypatch):
     assert row["model_fuses"] == "False" and "rows per program" in row["model_detail"]
     info = json.loads(row["shape_info"])
     assert info["M_hint"] == 64 and info["N"] == 40 and info["strided_bytes"] == 0
+
+
+def test_the_hook_records_the_strided_operand(plugin, tmp_path, monkeypatch):
+    """x transposed: its bytes, its element size and that the column reduction (dw)
+    reads it too are in the shape facts the cost model prices."""
+    from inductor_ext.testing.reference import rms_backward
+
+    monkeypatch.chdir(tmp_path)
+    M, N = 64, 40
+    x = torch.randn(N, M, dtype=torch.bfloat16).t()
+    with torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion"):
+        torch.compile(rms_backward)(x, torch.randn(N), torch.randn(M, N, dtype=torch.bfloat16),
+                                    torch.rand(M, 1))
+    with open(os.path.join(tmp_path, "metric_table_mix_order_fusion.csv")) as f:
+        (row,) = list(csv.DictReader(f))
+    info = json.loads(row["shape_info"])
+    assert info["strided_bytes"] == M * N * 2 and info["strided_elem_bytes"] == 2
+    assert info["strided_shared_bytes"] == info["strided_bytes"]

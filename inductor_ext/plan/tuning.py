@@ -88,10 +88,19 @@ class CudaTuning:
     #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
     #: 16 rows each, one row block: 1.5-2.2x).
     min_rows_per_program: int = 4
-    #: Operands read with a stride along the row fuse only when a row block reads this
-    #: many contiguous bytes of them (rows adjacent in memory): at 4 bytes the fused loop
-    #: ran 0.69x of stock (rms 16384x4096 transposed), at 64 bytes 1.30x (sums 262144x256).
-    strided_min_run_bytes: int = 64
+    #: Strided operands (plan/cost.py), fitted by bench/fit_cost_model.py on the sweep's
+    #: transposed / contiguous pairs: the fused loop's time per contiguous run of one, as
+    #: a multiple of a 32-byte sector's DRAM time (4-byte runs, rms 16384x4096: +388 us;
+    #: 128-byte runs, sums 262144x256 fp32: +22 us) ...
+    strided_sector_cost: float = 1.18
+    #: ... and Inductor's unfused kernels' time per strided byte, as a multiple of its DRAM
+    #: time, in the row kernel (sum pairs: +2..24 us) and, for the bytes it shares, in the
+    #: column kernel as well (rms: +75..125 us).
+    strided_row_kernel_cost: float = 0.21
+    strided_column_kernel_cost: float = 2.30
+    #: Strided groups fuse only when predicted below this share of stock: the pairs are
+    #: few and the unfused model's error on them is larger than its fit's.
+    strided_stock_share: float = 0.69
     #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
     #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
     #: 0.94x of stock), and the configs of two rows per iteration only when two do.

@@ -39,6 +39,11 @@ class ShapeInfo:
     #: transposed operand): their loads are not coalesced, in the fused kernel as in
     #: Inductor's own row kernel.
     strided_bytes: int = 0
+    #: Narrowest element of those operands: a row block reads block_m of them contiguously.
+    strided_elem_bytes: int = 0
+    #: Bytes of those operands the column reductions read as well: unfused, Inductor's
+    #: column kernel then mixes strided and coalesced loads too.
+    strided_shared_bytes: int = 0
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""

@@ -85,7 +85,9 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
                      device=cand.inner.get_device(),
                      accumulator=str(accumulator).replace("torch.", ""),
-                     strided_bytes=sum(_nbytes(name)[0] for name in strided))
+                     strided_bytes=sum(_nbytes(name)[0] for name in strided),
+                     strided_elem_bytes=min([_nbytes(name)[1] for name in strided] or [0]),
+                     strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared))
 
 
 def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
