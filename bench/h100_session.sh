@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The open issues' GPU measurements, in stages that each fit one 10-minute device call
+# (bench/README.md, "An H100 session"). Results and logs go to $OUT (default ./h100_out).
+# Every bench checks its gradients against a reference before it times anything.
+#
+#   bash bench/h100_session.sh models     # 7 models, with declines logged
+#   bash bench/h100_session.sh kernels    # the 16 bench cases (with Liger) + DiT blocks
+#   bash bench/h100_session.sh heldout    # cost model on shapes it was not fitted on
+#   bash bench/h100_session.sh sweep K/P  # part K of P of the full calibration sweep
+#
+# Liger: pip-installed if its wheel is in .whl/ (the GPU machine has no network).
+set -euo pipefail
+stage=${1:?"stage: models | kernels | heldout | sweep K/P"}
+case $stage in
+  models|kernels|heldout|sweep) ;;
+  *) echo "h100_session.sh: unknown stage '$stage' (models | kernels | heldout | sweep K/P)" >&2
+     exit 2 ;;
+esac
+OUT=${OUT:-$PWD/h100_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+PY=${PYTHON:-python}
+$PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else \
+'h100_session.sh: no CUDA device here; these stages measure on a GPU')"
+if compgen -G ".whl/*.whl" > /dev/null; then
+  $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+log() { tee -a "$OUT/$1.log"; }
+case $stage in
+  models)
+    TORCH_LOGS=+inductor_ext TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_fusion,mix_order_reject \
+      $PY bench/bench_models.py --device cuda --csv "$OUT/models_h100.csv" \
+      --plot "$OUT/models_h100.png" 2>&1 | log models
+    cp metric_table_mix_order_*.csv "$OUT/" 2>/dev/null || true
+    ;;
+  kernels)
+    $PY bench/bench_norm_bwd.py --csv "$OUT/norm_bwd_h100.csv" \
+      --plot "$OUT/norm_bwd_h100.png" 2>&1 | log kernels
+    $PY bench/bench_dit.py --csv "$OUT/dit_h100.csv" 2>&1 | log kernels
+    ;;
+  heldout)
+    for grid in heldout strided; do
+      $PY bench/sweep_cost_model.py --grid $grid --warm 8 \
+        --csv "$OUT/cost_sweep_${grid}_h100.csv" 2>&1 | log heldout
+    done
+    ;;
+  sweep)
+    part=${2:?"sweep needs K/P, e.g. 0/3"}
+    $PY bench/sweep_cost_model.py --part "$part" --warm 8 \
+      --csv "$OUT/cost_sweep_h100_part${part%/*}.csv" 2>&1 | log sweep
+    ;;
+esac
