@@ -1,6 +1,7 @@
 """Test setup: Triton's interpreter must be on before triton is first imported."""
 
 import contextlib
+import logging
 import os
 import tempfile
 
@@ -51,3 +52,22 @@ def cuda_knobs():
             stack.enter_context(tuned("cuda", **knobs))
 
         yield set_knobs
+
+
+@pytest.fixture
+def ext_records():
+    """The inductor_ext logger's records (DEBUG and up) during the test. A handler of its
+    own: torch's logging setup stops registered loggers from propagating to caplog's."""
+    from inductor_ext.logs import log
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    old_level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)

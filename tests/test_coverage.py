@@ -4,7 +4,6 @@ eager; the tables and logs name the user's modules; nothing is silent."""
 
 import csv
 import inspect
-import logging
 import os
 
 import pytest
@@ -13,7 +12,6 @@ import torch.nn.functional as F
 
 import inductor_ext
 from inductor_ext import report
-from inductor_ext.logs import log as ext_log
 from inductor_ext.testing import models, tuned
 from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads, rms_norm
 
@@ -165,17 +163,9 @@ def test_cpp_backend_records_unsupported_backend_once_per_graph():
 
 
 # -- tables, report and log in the user's terms ------------------------------------------------
-def test_tables_report_and_log_name_the_modules(plugin, tables, capsys):
-    handler = _Records()
-    ext_log.addHandler(handler)
-    old_level = ext_log.level
-    ext_log.setLevel(logging.DEBUG)
-    try:
-        work = models.build("rmsnorm_stack")
-        models.grads(work, torch.compile(work.model))
-    finally:
-        ext_log.removeHandler(handler)
-        ext_log.setLevel(old_level)
+def test_tables_report_and_log_name_the_modules(plugin, tables, capsys, ext_records):
+    work = models.build("rmsnorm_stack")
+    models.grads(work, torch.compile(work.model))
     fused = _rows("mix_order_fusion")
     assert sorted(n for row in fused for n in row["norms"].split()) == \
         ["final", "norms.0", "norms.1"]
@@ -185,7 +175,7 @@ def test_tables_report_and_log_name_the_modules(plugin, tables, capsys):
     with_bias = next(row for row in fused if row["other_columns"] == "1")
     assert "downs." in with_bias["modules"]
     assert inductor_ext.metrics.fused_columns == {"norm": 3, "other": 2}
-    summaries = [r.getMessage() for r in handler.records if ": norms " in r.getMessage()]
+    summaries = [r.getMessage() for r in ext_records if ": norms " in r.getMessage()]
     # One summary for the backward graph (five decisions); the forward graph decides nothing.
     assert len(summaries) == 1
     assert any("backward: norms 3 found, 3 fused, 0 declined" in s for s in summaries)
@@ -217,15 +207,6 @@ def test_declined_norm_is_named_in_the_report(plugin, tables, capsys):
     out = capsys.readouterr().out
     assert "declined norms:" in out
     assert any("norms.0" in ln and "not_profitable" in ln for ln in out.splitlines())
-
-
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
 
 
 def test_module_paths_are_relative_to_the_compiled_frame():

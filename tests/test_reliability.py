@@ -14,7 +14,6 @@ import inductor_ext
 from inductor_ext import diagnostics
 from inductor_ext import plan as planning
 from inductor_ext.codegen import kernel as kernel_mod
-from inductor_ext.logs import log as ext_log
 from inductor_ext.scheduler import hook, reorder
 from inductor_ext.testing import cpu_interpret
 from inductor_ext.testing.poison import poisoned_allocations
@@ -51,37 +50,23 @@ STAGES = {
 }
 
 
-class _Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_failure_at_each_stage_falls_back(plugin, monkeypatch, stage):
+def test_failure_at_each_stage_falls_back(plugin, monkeypatch, stage, ext_records):
     STAGES[stage](monkeypatch)
     monkeypatch.setattr(diagnostics, "warned", set())
-    handler = _Records()
-    ext_log.addHandler(handler)
-    try:
-        M, N = 64, 40
-        x = torch.randn(M, N, requires_grad=True)
-        w = torch.randn(N, requires_grad=True)
-        dy = torch.randn(M, N)
-        with poisoned_allocations():
-            grads = autograd_grads(torch.compile(rms_norm), [x, w], dy)
-            grads = [g.clone() for g in grads]
-            grads2 = autograd_grads(torch.compile(rms_norm), [x, w], dy)  # warned already
-    finally:
-        ext_log.removeHandler(handler)
+    M, N = 64, 40
+    x = torch.randn(M, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    dy = torch.randn(M, N)
+    with poisoned_allocations():
+        grads = autograd_grads(torch.compile(rms_norm), [x, w], dy)
+        grads = [g.clone() for g in grads]
+        grads2 = autograd_grads(torch.compile(rms_norm), [x, w], dy)  # warned already
     assert_close(grads, float64_grads(rms_norm, [x, w], dy))
     assert_close(grads2, float64_grads(rms_norm, [x, w], dy))
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs["internal_error"] >= 1
-    warnings = [r for r in handler.records if r.levelno == logging.WARNING]
+    warnings = [r for r in ext_records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert "injected failure" in warnings[0].getMessage()
 
