@@ -240,10 +240,10 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int) -> LaunchPlan:
     about as many programs as planned, a whole number per sample, none with no row block
     of its sample to walk. The register double buffering stays off (its next-block loads
     would be written for one row range over all M rows)."""
-    blocks = max(1, -(-(M_hint // max(1, segments)) // plan_.block_m))
+    segmented = dataclasses.replace(plan_, segments=segments, prefetch=False)
+    blocks = max(1, segmented.row_blocks_per_segment(M_hint))
     per_segment = max(1, min(blocks, -(-plan_.programs // segments)))
-    return dataclasses.replace(plan_, programs=segments * per_segment, segments=segments,
-                               prefetch=False)
+    return dataclasses.replace(segmented, programs=segments * per_segment)
 
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,

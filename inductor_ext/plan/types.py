@@ -132,14 +132,18 @@ class LaunchPlan:
 
     @property
     def programs_per_segment(self) -> int:
+        """Programs that share one sample's rows (all programs when unsegmented)."""
         return self.programs // self.segments
 
+    def row_blocks_per_segment(self, M: int) -> int:
+        """Row blocks of `block_m` rows in one sample's M / segments rows (in all M rows
+        when unsegmented): what `programs_per_segment` programs share."""
+        return -(-(M // self.segments) // self.block_m)
+
     def rows_per_program(self, M: int) -> int:
-        if self.segments > 1:
-            blocks = -(-(M // self.segments) // self.block_m)
-            return -(-blocks // self.programs_per_segment) * self.block_m
-        blocks = -(-M // self.block_m)
-        return -(-blocks // self.programs) * self.block_m
+        """Rows one program walks at most, in whole row blocks."""
+        blocks = -(-self.row_blocks_per_segment(M) // self.programs_per_segment)
+        return blocks * self.block_m
 
     def to_meta(self) -> dict[str, Any]:
         """A plain dict (written into the kernel's inductor_meta by repr)."""
