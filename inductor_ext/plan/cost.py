@@ -63,7 +63,7 @@ def strided_run_bytes(shape: ShapeInfo, plan: LaunchPlan) -> int:
 def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: CudaTuning,
              options: PlanOptions) -> Estimate:
     bw = device.dram_bytes_per_s
-    workspace = plan.programs * shape.num_columns * shape.N * shape.accumulator_bytes
+    workspace = plan.workspace_bytes(shape)
     fused = tuning.fused_overhead_s + ((shape.total_bytes + 2 * workspace)
                                        / (bw * tuning.fused_efficiency))
     rows_per_program = plan.rows_per_program(shape.M_hint)

@@ -12,12 +12,21 @@ from . import cost
 from .device import DeviceInfo
 from .options import PlanOptions
 from .tuning import CudaTuning
-from .types import Config, FinalizeBlock, LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+from .types import (
+    Config,
+    FinalizeBlock,
+    LaunchPlan,
+    ShapeInfo,
+    next_pow2,
+    prev_pow2,
+    workspace_bytes,
+)
 
 
 def partial_bytes(shape: ShapeInfo) -> int:
-    """One program's partials: one value per column per column reduction."""
-    return shape.accumulator_bytes * shape.num_columns * shape.N
+    """One program's partials: one value per column per column reduction (its workspace
+    row)."""
+    return workspace_bytes(1, shape.num_columns, shape.N, shape.accumulator_bytes)
 
 
 def fused_dram_seconds(shape: ShapeInfo, device: DeviceInfo, programs: int) -> float:

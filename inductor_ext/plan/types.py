@@ -20,6 +20,13 @@ def prev_pow2(n: int) -> int:
     return 1 << max(0, int(math.floor(math.log2(max(1, n)))))
 
 
+def workspace_bytes(programs: int, partials: int, columns: int, itemsize: int) -> int:
+    """Bytes of a fused kernel's workspace: [programs, K, N] partials of `itemsize` bytes
+    each (codegen.workspace.Workspace is its layout). One formula, so that what planning
+    prices is what codegen allocates."""
+    return programs * partials * columns * itemsize
+
+
 @dataclasses.dataclass(frozen=True)
 class ShapeInfo:
     """What planning may look at about one group: sizes, bytes, dtypes, device type."""
@@ -139,6 +146,11 @@ class LaunchPlan:
         """Row blocks of `block_m` rows in one sample's M / segments rows (in all M rows
         when unsegmented): what `programs_per_segment` programs share."""
         return -(-(M // self.segments) // self.block_m)
+
+    def workspace_bytes(self, shape: ShapeInfo) -> int:
+        """Bytes of the workspace this plan's programs write for `shape`'s partials."""
+        return workspace_bytes(self.programs, shape.num_columns, shape.N,
+                               shape.accumulator_bytes)
 
     def rows_per_program(self, M: int) -> int:
         """Rows one program walks at most, in whole row blocks."""
