@@ -121,7 +121,7 @@ def main() -> None:
                 continue
             plan = ascend_plan.plan(shape, device, tuning, options)
             first = dict(plan.configs[0])
-            ws = plan.programs * shape.num_columns * N * 4
+            ws = plan.workspace_bytes(shape)
             fused = shape.total_bytes + 2 * ws
             roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
             kind = "tiled" if plan.column_tiled else "persist"

@@ -13,8 +13,10 @@ modulated LayerNorm, attention, MLP); see inductor_ext/testing/models.py. Varian
 - ``upstream_off``: stock with ``triton.mix_order_reduction=False`` (where the key exists);
 - ``inductor_ext``: our pass (which turns upstream's off while on).
 
-Per model it prints the norms (modules with a weight) and what our pass did with them:
-found, fused, declined by reason; upstream's fused-kernel count for ``stock``; each
+Per model it prints its norm modules (with a weight or not: an adaLN-modulated LayerNorm
+has none) and what our pass did with them: the norms it found with column reductions to
+fuse (per compiled graph), fused and declined by reason, and its fused kernels; upstream's
+fused-kernel count for ``stock``; each
 variant's max relative gradient error against eager in the same dtype (gradients that are
 zero in exact arithmetic are left out and named, see `ZERO_GRAD_SHARE`); on a GPU, the step
 (forward, loss, ``torch.autograd.grad``) captured in a CUDA graph and the three variants'
@@ -62,7 +64,8 @@ GPU_SIZE = models.Size(hidden=2048, layers=4, heads=16, kv_heads=8, ffn=5632, vo
 #: gradient is 1e-5). Any two computations of it differ by ~100%, so it is left out of
 #: max_grad_err_vs_eager and listed in zero_grads.
 ZERO_GRAD_SHARE = 1e-6
-FIELDS = ["model", "device", "dtype", "variant", "norms_total", "norms_found", "norms_fused",
+#: The CSV's columns (bench/README.md says what each holds).
+FIELDS = ["model", "device", "dtype", "variant", "norm_modules", "norms_found", "norms_fused",
           "norms_declined", "declined_reasons", "mix_order_kernels", "max_grad_err_vs_eager",
           "zero_grads",
           "step_us", "timing", "compile_s", "error"]
@@ -114,7 +117,7 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
     params = [p for p in work.model.parameters() if p.requires_grad]
     names = [n for n, p in work.model.named_parameters() if p.requires_grad]
     row: dict[str, Any] = {"model": work.name, "device": args.device, "dtype": args.dtype,
-                           "variant": variant, "norms_total": len(work.norm_modules())}
+                           "variant": variant, "norm_modules": norm_module_count(work)}
     ctx = contextlib.ExitStack()
     if args.device == "cpu":
         from inductor_ext.testing import cpu_interpret
@@ -158,6 +161,12 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
     return result
 
 
+def norm_module_count(work: models.Workload) -> int:
+    """Every norm module of the model, with a weight or not: the norms our pass may find
+    (a DiT's modulated LayerNorms have no weight but d(scale) / d(shift) to fuse)."""
+    return len(work.norm_modules(weighted=False))
+
+
 def zero_grads(eager: dict[str, torch.Tensor]) -> set[str]:
     """Parameters whose gradient is rounding only (see ZERO_GRAD_SHARE)."""
     peak = {n: g.detach().abs().max().item() for n, g in eager.items()}
@@ -177,7 +186,7 @@ def bench_model(name: str, args: argparse.Namespace, size: models.Size,
         except Exception as exc:  # one broken variant does not end the run
             results[variant] = Result({"model": name, "device": args.device,
                                        "dtype": args.dtype, "variant": variant,
-                                       "norms_total": len(work.norm_modules()),
+                                       "norm_modules": norm_module_count(work),
                                        "error": f"{type(exc).__name__}: {exc}"[:300]})
     if timer is not None:
         graphs = {v: r.graph for v, r in results.items() if r.graph is not None}
@@ -197,11 +206,7 @@ def bench_model(name: str, args: argparse.Namespace, size: models.Size,
 def print_model(name: str, rows: list[dict[str, Any]]) -> None:
     ours = next((r for r in rows if r["variant"] == "inductor_ext"), {})
     stock = next((r for r in rows if r["variant"] == "stock"), {})
-    total = rows[0].get("norms_total", "?")
-    print(f"{name}: {total} norms; inductor_ext found {ours.get('norms_found', '?')}, fused "
-          f"{ours.get('norms_fused', '?')}, declined {ours.get('norms_declined', '?')} "
-          f"{ours.get('declined_reasons', '')}; upstream mix-order kernels (stock) "
-          f"{stock.get('mix_order_kernels', '?')}")
+    print(norm_line(name, rows[0].get("norm_modules", "?"), ours, stock))
     base = stock.get("step_us")
     for r in rows:
         if r.get("error"):
@@ -217,6 +222,19 @@ def print_model(name: str, rows: list[dict[str, Any]]) -> None:
                  if r.get("zero_grads") else "")
               + f"  compile+first step {r['compile_s']} s"
               f"{timing}", flush=True)
+
+
+def norm_line(name: str, modules: Any, ours: dict[str, Any], stock: dict[str, Any]) -> str:
+    """One model's counts, each named for what it counts, since they count different
+    things: norm modules of the model; norms our pass found with column reductions to fuse
+    (per compiled graph), fused and declined; fused kernels (one per row reduction and its
+    columns, norm or not); upstream's fused kernels."""
+    reasons = ours.get("declined_reasons", "")
+    return (f"{name}: {modules} norm modules; inductor_ext: norms found "
+            f"{ours.get('norms_found', '?')}, fused {ours.get('norms_fused', '?')}, declined "
+            f"{ours.get('norms_declined', '?')}{f' ({reasons})' if reasons else ''}; its "
+            f"fused kernels {ours.get('mix_order_kernels', '?')}; upstream mix-order "
+            f"kernels (stock) {stock.get('mix_order_kernels', '?')}")
 
 
 def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
@@ -242,11 +260,11 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     fused = [int(ours.get(n, {}).get("norms_fused") or 0) for n in names]
     declined = [int(ours.get(n, {}).get("norms_declined") or 0) for n in names]
-    total = [int(next(r for r in rows if r["model"] == n).get("norms_total") or 0)
+    total = [int(next(r for r in rows if r["model"] == n).get("norm_modules") or 0)
              for n in names]
     ax1.bar(names, fused, label="fused")
     ax1.bar(names, declined, bottom=fused, label="declined")
-    ax1.plot(names, total, "k_", markersize=20, label="norms in the model")
+    ax1.plot(names, total, "k_", markersize=20, label="norm modules in the model")
     ax1.set_title("norms: inductor_ext")
     ax1.legend()
     timed = any(r.get("step_us") for r in rows)

@@ -96,7 +96,7 @@ def fit(rows: list[dict]) -> dict[str, float]:
             continue
         plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
         if not plan.column_tiled:
-            ws = plan.programs * shape.num_columns * shape.N * shape.accumulator_bytes
+            ws = plan.workspace_bytes(shape)
             regimes["fused"].append(((shape.total_bytes + 2 * ws) / bw,
                                      float(row["fused_us"]) * 1e-6))
         best = min(float(row["stock_us"]), float(row["upstream_off_us"])) * 1e-6

@@ -134,13 +134,16 @@ def test_dynamic_true_declines(plugin):
 
 
 def test_ascend_target_declines(plugin):
-    """The Ascend flavor has no per-sample row loop: segmented_unsupported, dw / db fuse."""
+    """The Ascend flavor has no per-sample row loop: segmented_unsupported, declined while
+    matching (as other columns: the norm's own dw / db fuse, so the norm counts as fused)."""
     with inductor_ext.config.patch(target="ascend"):
         _check(modulated_ln, _inputs(2, 13, 32, torch.float32, True))
     metrics = inductor_ext.metrics
     assert metrics.rejected_pairs == {"segmented_unsupported": 2}
     assert metrics.mix_order_kernels == 1
     assert sum(metrics.fused_columns.values()) == 2
+    assert metrics.norms["found"] == metrics.norms["fused"] == 1
+    assert metrics.norms_declined == {}
 
 
 def test_dit_block_modulated_norms_fuse(plugin):

@@ -98,6 +98,38 @@ def test_bench_models_size_and_names():
         bench_models.main(["--device", "cpu", "--models", "llama,resnet"])
 
 
+def test_bench_models_counts_every_norm_module_and_names_each_count():
+    """A DiT's modulated LayerNorms have no weight, yet the pass finds and fuses them (their
+    d(scale) / d(shift)): the model's count is of every norm module, and the printed line
+    says what each number counts."""
+    import bench_models
+
+    from inductor_ext.testing import models
+
+    dit = models.build("dit", models.Size(layers=1))
+    assert dit.norm_modules() == ["out"]
+    assert bench_models.norm_module_count(dit) == 3  # blocks.0.norm1 / norm2, out
+    stack = models.build("rmsnorm_stack")
+    assert bench_models.norm_module_count(stack) == len(stack.norm_modules())
+    line = bench_models.norm_line(
+        "dit", 3, {"norms_found": 2, "norms_fused": 2, "norms_declined": 0,
+                   "mix_order_kernels": 2}, {"mix_order_kernels": 0})
+    assert line == ("dit: 3 norm modules; inductor_ext: norms found 2, fused 2, declined 0; "
+                    "its fused kernels 2; upstream mix-order kernels (stock) 0")
+
+
+def test_bench_models_csv_columns_are_documented():
+    """bench/README.md's table of bench_models.py's CSV names every column it writes."""
+    import bench_models
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "bench", "README.md")) as f:
+        readme = f.read()
+    table = readme.split("## bench_models.py's CSV", 1)[1].split("\n## ", 1)[0]
+    documented = {name for line in table.splitlines() if line.startswith("| `")
+                  for name in line.split("|")[1].replace("`", "").replace(",", " ").split()}
+    assert documented == set(bench_models.FIELDS)
+
+
 def _sweep_row(case: str, M: int, N: int, stock: float, off: float, fused: float,
                ext: float) -> dict:
     best = min(stock, off)

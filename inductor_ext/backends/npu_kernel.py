@@ -49,7 +49,6 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     """Mixed into torch_npu's NPUIndexTritonKernel (see the module docstring)."""
 
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: Any, **kwargs: Any) -> None:
-        self._final_flush = False
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
         self.row_axis, self.col_axis = self._fused_axes()
 
@@ -150,7 +149,11 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         return super().gen_common_triton_imports() + _DECORATOR_IMPORT + "\n"  # type: ignore
 
     def codegen_kernel(self, name: str | None = None) -> str:
-        self._final_flush = True
+        # torch_npu's codegen_kernel flushes the last buffers into `body` and reads it; the
+        # workspace stores follow that last flush, so it is done here first, once every
+        # node is in (torch_npu's own call then finds nothing left to flush).
+        self.codegen_body()
+        self._write_workspace_stores()
         src = super().codegen_kernel(name)  # type: ignore[misc]
         return use_mix_order_decorator(src, self._get_heuristic())
 
@@ -193,15 +196,19 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
                 self.body.writeline(f"{part.acc} = tl.full({shape}, {identity}, "
                                     f"{self.acc_type})")
         super().codegen_body()  # type: ignore[misc]
-        if persistent and self._final_flush and self.partials:
-            self._final_flush = False
-            direction = self.col_axis.get_axis_direction()
-            cols = self.col_axis.codegen_index(direction)
-            self.body.writeline(f"_mo_cols = {cols}")
-            for part in self.partials:
-                self.body.writeline(
-                    f"tl.store({self._workspace_row(part.index)} + _mo_cols, {part.acc}, "
-                    f"_mo_cols < {self.col_axis.name}_numel)")
+
+    def _write_workspace_stores(self) -> None:
+        """After the row loop, a persistent row's partials into the program's workspace
+        row; column tiles have added theirs inside the loop."""
+        if self.column_tiled or not self.partials:
+            return
+        direction = self.col_axis.get_axis_direction()
+        cols = self.col_axis.codegen_index(direction)
+        self.body.writeline(f"_mo_cols = {cols}")
+        for part in self.partials:
+            self.body.writeline(
+                f"tl.store({self._workspace_row(part.index)} + _mo_cols, {part.acc}, "
+                f"_mo_cols < {self.col_axis.name}_numel)")
 
 
 def use_mix_order_decorator(src: str, heuristic: str) -> str:

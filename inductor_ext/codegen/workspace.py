@@ -13,6 +13,8 @@ import dataclasses
 
 import torch
 
+from ..plan.types import workspace_bytes
+
 
 @dataclasses.dataclass(frozen=True)
 class Workspace:
@@ -36,7 +38,7 @@ class Workspace:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
+        return workspace_bytes(self.programs, self.partials, self.columns, self.dtype.itemsize)
 
     @property
     def offset_bytes(self) -> int:

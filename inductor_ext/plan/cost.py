@@ -98,7 +98,7 @@ def strided_unfused_s(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) 
 def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: CudaTuning,
              options: PlanOptions) -> Estimate:
     bw = device.dram_bytes_per_s
-    workspace = plan.programs * shape.num_columns * shape.N * shape.accumulator_bytes
+    workspace = plan.workspace_bytes(shape)
     fused = tuning.fused_overhead_s + ((shape.total_bytes + 2 * workspace)
                                        / (bw * tuning.fused_efficiency))
     rows_per_program = plan.rows_per_program(shape.M_hint)

@@ -12,12 +12,21 @@ from . import cost
 from .device import DeviceInfo
 from .options import PlanOptions
 from .tuning import CudaTuning
-from .types import Config, FinalizeBlock, LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+from .types import (
+    Config,
+    FinalizeBlock,
+    LaunchPlan,
+    ShapeInfo,
+    next_pow2,
+    prev_pow2,
+    workspace_bytes,
+)
 
 
 def partial_bytes(shape: ShapeInfo) -> int:
-    """One program's partials: one value per column per column reduction."""
-    return shape.accumulator_bytes * shape.num_columns * shape.N
+    """One program's partials: one value per column per column reduction (its workspace
+    row)."""
+    return workspace_bytes(1, shape.num_columns, shape.N, shape.accumulator_bytes)
 
 
 def fused_dram_seconds(shape: ShapeInfo, device: DeviceInfo, programs: int) -> float:
@@ -240,10 +249,10 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int) -> LaunchPlan:
     about as many programs as planned, a whole number per sample, none with no row block
     of its sample to walk. The register double buffering stays off (its next-block loads
     would be written for one row range over all M rows)."""
-    blocks = max(1, -(-(M_hint // max(1, segments)) // plan_.block_m))
+    segmented = dataclasses.replace(plan_, segments=segments, prefetch=False)
+    blocks = max(1, segmented.row_blocks_per_segment(M_hint))
     per_segment = max(1, min(blocks, -(-plan_.programs // segments)))
-    return dataclasses.replace(plan_, programs=segments * per_segment, segments=segments,
-                               prefetch=False)
+    return dataclasses.replace(segmented, programs=segments * per_segment)
 
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,

@@ -20,6 +20,13 @@ def prev_pow2(n: int) -> int:
     return 1 << max(0, int(math.floor(math.log2(max(1, n)))))
 
 
+def workspace_bytes(programs: int, partials: int, columns: int, itemsize: int) -> int:
+    """Bytes of a fused kernel's workspace: [programs, K, N] partials of `itemsize` bytes
+    each (codegen.workspace.Workspace is its layout). One formula, so that what planning
+    prices is what codegen allocates."""
+    return programs * partials * columns * itemsize
+
+
 @dataclasses.dataclass(frozen=True)
 class ShapeInfo:
     """What planning may look at about one group: sizes, bytes, dtypes, device type."""
@@ -137,14 +144,23 @@ class LaunchPlan:
 
     @property
     def programs_per_segment(self) -> int:
+        """Programs that share one sample's rows (all programs when unsegmented)."""
         return self.programs // self.segments
 
+    def row_blocks_per_segment(self, M: int) -> int:
+        """Row blocks of `block_m` rows in one sample's M / segments rows (in all M rows
+        when unsegmented): what `programs_per_segment` programs share."""
+        return -(-(M // self.segments) // self.block_m)
+
+    def workspace_bytes(self, shape: ShapeInfo) -> int:
+        """Bytes of the workspace this plan's programs write for `shape`'s partials."""
+        return workspace_bytes(self.programs, shape.num_columns, shape.N,
+                               shape.accumulator_bytes)
+
     def rows_per_program(self, M: int) -> int:
-        if self.segments > 1:
-            blocks = -(-(M // self.segments) // self.block_m)
-            return -(-blocks // self.programs_per_segment) * self.block_m
-        blocks = -(-M // self.block_m)
-        return -(-blocks // self.programs) * self.block_m
+        """Rows one program walks at most, in whole row blocks."""
+        blocks = -(-self.row_blocks_per_segment(M) // self.programs_per_segment)
+        return blocks * self.block_m
 
     def to_meta(self) -> dict[str, Any]:
         """A plain dict (written into the kernel's inductor_meta by repr)."""

@@ -3,10 +3,11 @@
 Each column reduction is offered the row reductions of the swapped shape that read a common
 [M, N] buffer, best first: most shared bytes, then ``match.row_preference``. It joins the
 first one it can legally join (``legality.check_pair`` / ``check_together``, and no
-dependency cycle through another kernel, see ``deps.py``). A column that cannot join one
-row stays in the pool for the next, so a dw that its norm's neighbour cannot take (layer
-0's dw reading the embedding, a recomputed forward statistic under checkpointing) still
-reaches its own norm's dx.
+dependency cycle through another kernel, see ``deps.py``) whose target can generate it
+(``legality.check_target``: the row's device decides its planner before matching). A column
+that cannot join one row stays in the pool for the next, so a dw that its norm's neighbour
+cannot take (layer 0's dw reading the embedding, a recomputed forward statistic under
+checkpointing) still reaches its own norm's dx.
 
 Columns are taken in the order of their best row's preference. A norm's dx + dw and its
 dw + dx-sum are the same two nodes in the two orientations; the preferred orientation is
@@ -20,13 +21,15 @@ recomputed forward statistic seen from a dw) and is not reported itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
+import torch
 
 from .. import compat
 from ..compat import BaseSchedulerNode
+from ..plan import Planner
 from . import legality, origin
 from .deps import KernelGraph
 from .match import (
@@ -65,6 +68,8 @@ class _Row:
     reads: set[str]
     reason: str | None  # a reason that rules out every pair with this row (check_row)
     detail: str = ""
+    #: The target that would generate this row's kernel (None: the row is ruled out).
+    planner: Planner | None = None
     _ancestors: set[str] | None = None
 
     @property
@@ -107,10 +112,13 @@ class _Column:
         return [p for p in self.pairs if p.reason is None]
 
 
-def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> Matching:
+def find_candidates(nodes: Sequence[BaseSchedulerNode],
+                    planner_of: Callable[[torch.device], Planner]) -> Matching:
     """Groups of one row reduction and the column reductions that legally join it, and a
-    decline for every other column reduction that has a row reduction of the swapped shape."""
-    rows = _rows(nodes)
+    decline for every other column reduction that has a row reduction of the swapped shape.
+    `planner_of` gives the target of a device's kernels: what a column needs of it is
+    checked while it is matched, so a column one target cannot take stays in the pool."""
+    rows = _rows(nodes, planner_of)
     by_shape: dict[tuple[int, int], list[_Row]] = {}
     for row in rows:  # compared exactly below; the hints only narrow the search
         by_shape.setdefault((size_hint(row.M), size_hint(row.N)), []).append(row)
@@ -127,7 +135,8 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode]) -> Matching:
     return Matching(groups=groups, declines=declines)
 
 
-def _rows(nodes: Sequence[BaseSchedulerNode]) -> list[_Row]:
+def _rows(nodes: Sequence[BaseSchedulerNode],
+          planner_of: Callable[[torch.device], Planner]) -> list[_Row]:
     rows = []
     for i, node in enumerate(row_reduction_nodes(nodes)):
         M, N = numels(node)
@@ -138,7 +147,8 @@ def _rows(nodes: Sequence[BaseSchedulerNode]) -> list[_Row]:
         rows.append(_Row(node=node, index=i, M=M, N=N, rank=row_preference(node),
                          ops=set(node.get_operation_names()),
                          reads={d.name for d in node.read_writes.reads}, reason=reason,
-                         detail=detail))
+                         detail=detail,
+                         planner=planner_of(node.get_device()) if reason is None else None))
     return rows
 
 
@@ -206,7 +216,8 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
 
 def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[Candidate]:
     """Greedy: each column, in the order of its best row's preference, joins the first legal
-    row whose group it can join without a dependency cycle."""
+    row whose target can generate it and whose group it can join without a dependency
+    cycle."""
     candidates = [c for c in columns if c.legal]
     if not candidates:
         return []
@@ -221,12 +232,17 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
             continue  # its node is a group's row side already (the other orientation)
         for pair in c.legal:
             row = pair.row
+            assert row.planner is not None  # a legal pair's row is not ruled out
+            bad = legality.check_target(c.col, pair.segments, row.planner)
+            if bad:
+                _fail(c, pair, *bad)
+                continue
             if row.ops & absorbed_ops:
                 _fail(c, pair, "partner_taken",
                       f"{row.name} lost {sorted(row.ops & absorbed_ops)} to another group")
                 continue
             members = groups.get(row.index, (row, []))[1]
-            bad = legality.check_together(c.col, [m.col for m in members])
+            bad = legality.check_together(c.col, [m.col for m in members], pair.segments)
             if bad:
                 _fail(c, pair, *bad)
                 continue
@@ -247,7 +263,8 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
     out = []
     for row, members in groups.values():
         cols = sorted(members, key=lambda m: m.index)  # Inductor's order, as before
-        cand = Candidate(inner=row.node, columns=[m.col for m in cols], M=row.M, N=row.N)
+        cand = Candidate(inner=row.node, columns=[m.col for m in cols], M=row.M, N=row.N,
+                         planner=row.planner)
         cand.attribution = origin.attribute(
             [origin.of_node(s) for s in row.node.get_nodes() if s.is_reduction()],
             [origin.of_node(m.col.out_node) for m in cols])

@@ -1,4 +1,5 @@
-"""The scheduler pass: match (legality inside), plan, convert — and fall back on any failure.
+"""The scheduler pass: match (legality and the target's needs inside), plan, convert — and
+fall back on any failure.
 
 At the end of the pass it counts the graph's norms found, fused and declined
 (``inductor_ext.coverage``) and, when the graph had more than one decision, logs them in
@@ -20,7 +21,7 @@ from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
-from . import legality, origin
+from . import legality
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -90,47 +91,32 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared))
 
 
-def plan_candidate(cand: Candidate, coverage: GraphCoverage | None = None
-                   ) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined. Legality was
-    settled by matching; what is left depends on the target and the whole group (the
-    accumulator, tiles, profitability). For a fused group `detail` is the cost model's
-    verdict: "" when it expects fusing to pay, else why not (fused anyway under
-    `always_fuse`; the fusion table records it)."""
-    device = cand.inner.get_device()
-    planner = planning.planner_for(planning.target_for(device, ext_config.target))
-    accepted = []
+def planner_for_device(device: torch.device) -> planning.Planner:
+    """The target that generates `device`'s kernels (`config.target`, or with "auto" the
+    device's). Matching asks it first, so a column it cannot take stays in the pool."""
+    return planning.planner_for(planning.target_for(device, ext_config.target))
+
+
+def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
+    """(plan, shape, reason, detail); plan is None when the group is declined. Matching
+    settled legality and what the target needs of each column (its accumulator, a
+    per-sample row loop, one sample count); what is left depends on the whole group (tiles,
+    profitability). For a fused group `detail` is the cost model's verdict: "" when it
+    expects fusing to pay, else why not (fused anyway under `always_fuse`; the fusion
+    table records it)."""
+    planner = cand.planner
+    assert planner is not None  # matching decided the target
     segments = next((col.segments for col in cand.columns if col.segments > 1), 1)
-    for col in cand.columns:  # matching settled legality; the accumulator is the target's
-        bad = legality.check_accumulator(col, planner.target, planner.accumulator_dtypes)
-        if bad is None and col.segments > 1 and planner.segments is None:
-            bad = ("segmented_unsupported", f"{col.out_name} reduces per sample; the "
-                   f"{planner.target} target has no per-sample row loop")
-        elif bad is None and col.segments not in (1, segments):
-            bad = ("segmented_unsupported", f"{col.out_name} has {col.segments} samples, "
-                   f"another column of the group {segments}")
-        if bad:
-            decline(f"{cand.inner.get_name()}+{col.out_name}", cand.M, cand.N, *bad,
-                    cand.attribution, coverage)
-        else:
-            accepted.append(col)
-    if not accepted:
-        return None, None, "", ""
-    if len(accepted) < len(cand.columns):  # the counts and tables name what is fused
-        cand.attribution = origin.attribute(
-            [origin.of_node(s) for s in cand.inner.get_nodes() if s.is_reduction()],
-            [origin.of_node(col.out_node) for col in accepted])
-    cand.columns = accepted
-    shape = shape_info(cand, legality.group_accumulator(accepted))
-    info = planning.device_info(device)
+    shape = shape_info(cand, legality.group_accumulator(cand.columns))
+    info = planning.device_info(cand.inner.get_device())
     tuning = planning.tuning_from_config(planner.target)
     options = planning.options_from_config()
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
         return None, shape, "not_persistent", why
     plan = planner.plan(shape, info, tuning, options)
-    if any(col.segments > 1 for col in accepted):
-        assert planner.segments is not None
+    if segments > 1:
+        assert planner.segments is not None  # matching declined the columns otherwise
         plan = planner.segments(plan, segments, shape.M_hint)
     if plan.column_tiled and any(col.row_reads for col in cand.columns):
         return None, shape, "not_persistent", ("a column reduction reads what the row side "
@@ -157,7 +143,7 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         if unsupported:
             _finish(coverage)
             return nodes
-        matching = find_candidates(nodes)
+        matching = find_candidates(nodes, planner_for_device)
     except Exception as exc:  # matching must never break a compile
         warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
                   exc)
@@ -174,11 +160,10 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
         try:
-            plan, shape, reason, detail = plan_candidate(cand, coverage)
+            plan, shape, reason, detail = plan_candidate(cand)
             if plan is None:
-                if reason:
-                    decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
-                            coverage)
+                decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
+                        coverage)
                 continue
             graph = graph if graph is not None else KernelGraph(nodes)
             for col in cand.columns:

@@ -29,8 +29,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
   dynamic batch): the fused kernel's programs are laid out per sample at compile time.
 - ``segmented_unsupported``: a segmented column reduction the fused kernel cannot take:
   its output does not split into B samples of N columns, its reduction is not the T rows
-  of a sample, the target has no per-sample row loop (Ascend), or the group's row is
-  walked in column tiles.
+  of a sample, another column of the group has another B, or the target has no
+  per-sample row loop (Ascend).
 - ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
 """
 
@@ -44,6 +44,7 @@ import torch
 from .. import backends, compat
 from ..codegen.combine import accumulator_dtype
 from ..compat import BaseSchedulerNode, V, ir
+from ..plan import Planner
 from .match import ColumnReduction, column_loop_body, same_size
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
@@ -199,15 +200,34 @@ def _flat(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy
     return out
 
 
-def check_together(col: ColumnReduction,
-                   accepted: list[ColumnReduction]) -> tuple[str, str] | None:
-    """(reason, detail) if `col` depends on a column already in the group, or feeds one."""
+def check_together(col: ColumnReduction, accepted: list[ColumnReduction],
+                   segments: int = 1) -> tuple[str, str] | None:
+    """(reason, detail) if `col` depends on a column already in the group, or feeds one, or
+    reduces per sample over another sample count (`segments`: its B on this row) than a
+    segmented column of the group: the programs are laid out for one B."""
     col_ancestors = ancestors_of(col.absorbed)
     col_ops = col.operation_names()
     for other in accepted:
         if other.operation_names() & col_ancestors or col_ops & ancestors_of(other.absorbed):
             return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
+    group = next((other.segments for other in accepted if other.segments > 1), 1)
+    if segments > 1 and group > 1 and segments != group:
+        return "segmented_unsupported", (f"{col.out_name} has {segments} samples, another "
+                                         f"column of the group {group}")
     return None
+
+
+def check_target(col: ColumnReduction, segments: int,
+                 planner: Planner) -> tuple[str, str] | None:
+    """(reason, detail) when the row's target cannot generate `col` (`segments`: its B on
+    that row, 1 if it reduces over all rows): its accumulator dtype, or per-sample partials
+    on a target without a per-sample row loop. Asked per pair, so another row's target
+    may still take it."""
+    bad = check_accumulator(col, planner.target, planner.accumulator_dtypes)
+    if bad is None and segments > 1 and planner.segments is None:
+        bad = ("segmented_unsupported", f"{col.out_name} reduces per sample; the "
+               f"{planner.target} target has no per-sample row loop")
+    return bad
 
 
 def check_accumulator(col: ColumnReduction, flavor: str,

@@ -17,6 +17,7 @@ import sympy
 
 from .. import compat
 from ..compat import BaseSchedulerNode, SchedulerNode, UnsplitReduction, V
+from ..plan import Planner
 from .origin import Attribution
 
 
@@ -71,6 +72,8 @@ class Candidate:
     N: sympy.Expr
     #: Module names, source lines and kinds of the group's reductions (for tables, logs).
     attribution: Attribution | None = None
+    #: The target matching checked the columns against (the row's device's); it plans them.
+    planner: Planner | None = None
 
     def describe(self) -> str:
         return f"{self.inner.get_name()} + [{', '.join(c.out_name for c in self.columns)}]"

@@ -65,11 +65,14 @@ class Workload:
         other = copy.deepcopy(self)
         return other.to(next(other.model.parameters()).device, dtype)
 
-    def norm_modules(self) -> list[str]:
-        """Names of the model's norms that have a weight (whose backward has a dw)."""
+    def norm_modules(self, weighted: bool = True) -> list[str]:
+        """Names of the model's norms (leaf modules whose class name has "norm": not a
+        container such as NormStack) that have a weight (whose backward has a dw), or with
+        `weighted` False every norm: an adaLN-modulated one has no weight, yet its dx
+        carries d(scale) / d(shift) to fuse."""
         return [name for name, mod in self.model.named_modules()
-                if "norm" in type(mod).__name__.lower()
-                and isinstance(getattr(mod, "weight", None), torch.Tensor)]
+                if "norm" in type(mod).__name__.lower() and not any(mod.children())
+                and (not weighted or isinstance(getattr(mod, "weight", None), torch.Tensor))]
 
 
 def build(name: str, size: Size = TINY, checkpointed: bool = False, seed: int = 0,

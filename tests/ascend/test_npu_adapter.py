@@ -216,7 +216,7 @@ def test_codegen_failure_falls_back_to_torch_npu_kernels(kernels, monkeypatch, s
                                    "check_accumulator"])
 def test_hook_failure_keeps_torch_npu_kernels(kernels, monkeypatch, stage):
     """A failure in the hook's own stages on the default backend (the backend check before
-    matching, the matching, the accumulator check in planning): recorded as
+    matching, the matching, the accumulator check inside it): recorded as
     internal_error, the wrapper is torch_npu's and the gradients are right."""
     from inductor_ext import diagnostics
     from inductor_ext.scheduler import hook, legality
