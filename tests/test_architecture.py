@@ -142,6 +142,11 @@ def test_one_list_of_targets():
     from inductor_ext.plan import PLANNERS
 
     assert flavor.registered_targets() == set(PLANNERS)
+    for target in ("auto", *PLANNERS):  # config.validate's own list agrees
+        with inductor_ext.config.patch(target=target):
+            inductor_ext.config.validate()
+    with inductor_ext.config.patch(target="tpu"), pytest.raises(ValueError, match="tpu"):
+        inductor_ext.config.validate()
 
     class Stray(flavor.TargetFlavor):
         name = "tpu"
