@@ -74,7 +74,7 @@ def upstream_would_fuse(shape: ShapeInfo, gates: str) -> bool:
 def strided_run_bytes(shape: ShapeInfo, plan: LaunchPlan) -> int:
     """Bytes of a strided operand one row block reads contiguously (its rows are adjacent
     in memory)."""
-    return plan.block_m * (shape.strided_elem_bytes or shape.elem_bytes)
+    return plan.block_m * shape.strided_elem_bytes
 
 
 def strided_fused_s(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo,
