@@ -7,10 +7,11 @@ torch release means reading one file.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -312,6 +313,33 @@ def is_strict_reduction(snode: Any) -> bool:
     data = getattr(getattr(snode, "node", None), "data", None)
     return isinstance(data, ir.Reduction) and any(
         getattr(data, field, None) is not None for field in _STRICT_RBLOCK_FIELDS)
+
+
+@contextlib.contextmanager
+def kernel_local_users(node_names: frozenset[str]) -> Iterator[None]:
+    """While Inductor's `Kernel.remove_kernel_local_buffers` runs, its scheduler's
+    `can_buffer_be_removed_through_fusion(name, fused_node_names)` also counts
+    `node_names` as nodes of the kernel (torch 2.11-2.15 share that signature)."""
+    scheduler = getattr(V.graph, "scheduler", None)
+    if scheduler is None or not node_names:
+        yield
+        return
+    check = scheduler.can_buffer_be_removed_through_fusion
+    scheduler.can_buffer_be_removed_through_fusion = (
+        lambda name, names: check(name, type(names)([*names, *node_names])))
+    try:
+        yield
+    finally:
+        del scheduler.can_buffer_be_removed_through_fusion
+
+
+def sizevars() -> Any:
+    """The graph's SizeVarAllocator while lowering; a fresh one outside a graph (index
+    algebra on static sizes needs no shape environment)."""
+    from torch._inductor.sizevars import SizeVarAllocator
+
+    graph = V.graph
+    return getattr(graph, "sizevars", None) or SizeVarAllocator()
 
 
 def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,

@@ -60,7 +60,7 @@ def test_shapes_and_minimum_bytes():
 
 
 GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
-               "profile_backward", "bench_distributed"]
+               "profile_backward", "bench_distributed", "profile_model"]
 
 
 @pytest.mark.parametrize("script", GPU_SCRIPTS)
@@ -74,6 +74,13 @@ def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         module.main()
     assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"
+
+
+def test_profile_model_names_a_bad_variant():
+    import profile_model
+
+    with pytest.raises(SystemExit, match=r"unknown --variants \['fused'\]; one of stock"):
+        profile_model.main(["--variants", "stock,fused"])
 
 
 def test_bench_models_without_cuda_says_so(monkeypatch, capsys):

@@ -200,3 +200,36 @@ def test_the_hook_records_the_strided_operand(plugin, tmp_path, monkeypatch):
     info = json.loads(row["shape_info"])
     assert info["strided_bytes"] == M * N * 2 and info["strided_elem_bytes"] == 2
     assert info["strided_shared_bytes"] == info["strided_bytes"]
+
+
+def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_path,
+                                                                   monkeypatch):
+    """A column sum over dy times a transposed [M, N] operand the row side never reads:
+    Inductor's column kernel walks it coalesced, the fused row loop strided, so its bytes
+    are priced apart (strided_column_bytes) and not as the row kernel's."""
+    from inductor_ext.testing.reference import rms_backward
+
+    def with_bias_grad(x, w, dy, rstd, g):
+        dx, dw = rms_backward(x, w, dy, rstd)
+        return dx, dw, (dy.float() * g.float()).sum(0)
+
+    monkeypatch.chdir(tmp_path)
+    M, N = 64, 40
+    g = torch.randn(N, M, dtype=torch.bfloat16).t()
+    x = torch.randn(M, N, dtype=torch.bfloat16)
+    with torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion"):
+        torch.compile(with_bias_grad)(x, torch.randn(N), x.clone(), torch.rand(M, 1), g)
+    with open(os.path.join(tmp_path, "metric_table_mix_order_fusion.csv")) as f:
+        rows = list(csv.DictReader(f))
+    infos = [json.loads(row["shape_info"]) for row in rows]
+    (info,) = [i for i in infos if i["num_columns"] == 2]  # dw and the transposed sum
+    assert info["strided_bytes"] == 0 and info["strided_shared_bytes"] == 0
+    assert info["strided_column_bytes"] == M * N * 2 and info["strided_elem_bytes"] == 2
+    # priced in the fused loop only: a request per block_m-element run
+    shape = ShapeInfo(**{**info, "device": torch.device("cuda")})
+    plan = dataclasses.replace(cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions()),
+                               block_m=4)
+    extra = cost.strided_fused_s(shape, plan, H100, CudaTuning())
+    assert extra == pytest.approx(CudaTuning().strided_sector_cost * (M * N * 2 / 8) * 32
+                                  / H100.dram_bytes_per_s)
+    assert cost.strided_unfused_s(shape, H100, CudaTuning()) == 0

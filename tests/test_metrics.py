@@ -89,6 +89,9 @@ def test_reject_rows(plugin, tables):
     assert header == ["model_name", *TABLE_COLUMNS["mix_order_reject"]]
     reasons = [r["reason"] for r in rows]
     assert "producer_consumer" in reasons
+    flipped = next(r for r in rows if r["reason"] == "producer_consumer")
+    # why the row's rstd cannot be handed on: the column reads it at the flipped row
+    assert "at [63 - mo_r0]" in flipped["detail"] and "writes" in flipped["detail"]
     assert "unsupported_reduction_type" in reasons
     assert "not_profitable" in reasons
     small = next(r for r in rows if r["reason"] == "not_profitable")

@@ -67,7 +67,17 @@ class MixOrderKernelBase:
         self.workspace: Workspace | None = None
         #: Writes the generated final step's launch; None keeps the ATen step.
         self.finalize_launch: Any = None
+        #: The column reductions' scheduler nodes: users of a buffer inside this kernel.
+        self.column_nodes: frozenset[str] = frozenset()
         super().__init__(*args, **kwargs)
+
+    def remove_kernel_local_buffers(self) -> None:
+        """Inductor drops the store of a buffer whose every user runs in this kernel, but
+        counts only nodes that store here; the column reductions, whose partials go to the
+        workspace, are users here too. So a buffer the row side wrote only for a column
+        (Qwen3's q_norm dy * x_hat) is handed over in registers and never written."""
+        with compat.kernel_local_users(self.column_nodes):
+            super().remove_kernel_local_buffers()  # type: ignore[misc]
 
     @property
     def column_tiled(self) -> bool:
@@ -548,6 +558,7 @@ def codegen_mix_order(scheduling: Any, node: Any,
     kernel = adapter.make_kernel(scheduling, node, node_schedule, columns)
     K = len(columns)
     kernel.segments_of = {cb.out_name: cb.segments for cb in columns if cb.segments > 1}
+    kernel.column_nodes = frozenset(n.get_name() for col in node.columns for n in col.absorbed)
     layout = Workspace(plan.programs, K, int(node.N), plan.accumulator_dtype)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     kernel.workspace = layout.placed(*kernel.args.workspace(

@@ -79,11 +79,13 @@ def strided_run_bytes(shape: ShapeInfo, plan: LaunchPlan) -> int:
 
 def strided_fused_s(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo,
                     tuning: CudaTuning) -> float:
-    """Extra time of the fused row loop for its strided operands: a sector request per
-    contiguous run, at `strided_sector_cost` times a sector's DRAM time."""
-    if not shape.strided_bytes:
+    """Extra time of the fused row loop for its strided operands (the row side's and those
+    only a column reads): a sector request per contiguous run, at `strided_sector_cost`
+    times a sector's DRAM time."""
+    strided = shape.strided_bytes + shape.strided_column_bytes
+    if not strided:
         return 0.0
-    requests = shape.strided_bytes / strided_run_bytes(shape, plan)
+    requests = strided / strided_run_bytes(shape, plan)
     return tuning.strided_sector_cost * requests * SECTOR_BYTES / device.dram_bytes_per_s
 
 
@@ -122,4 +124,6 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: Cud
         why_not = (f"only {rows_per_program} rows per program: a workspace row per program "
                    "and the final step outweigh the second read they save")
     return Estimate(fused_s=fused, unfused_s=unfused, upstream_s=upstream, why_not=why_not,
-                    stock_share=tuning.strided_stock_share if shape.strided_bytes else 1.0)
+                    stock_share=(tuning.strided_stock_share
+                                 if shape.strided_bytes or shape.strided_column_bytes
+                                 else 1.0))

@@ -51,6 +51,9 @@ class ShapeInfo:
     #: Bytes of those operands the column reductions read as well: unfused, Inductor's
     #: column kernel then mixes strided and coalesced loads too.
     strided_shared_bytes: int = 0
+    #: Bytes of [M, N] inputs only the column reductions read, transposed: Inductor's
+    #: column kernel walks them coalesced, the fused row loop a row block at a time.
+    strided_column_bytes: int = 0
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""

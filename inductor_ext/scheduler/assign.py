@@ -66,6 +66,9 @@ class _Row:
     rank: tuple[Any, ...]
     ops: set[str]
     reads: set[str]
+    #: Buffers the row side computes: a column reading one of them at the row block's
+    #: element is handed its values in registers (legality.row_outputs_read).
+    writes: set[str]
     reason: str | None  # a reason that rules out every pair with this row (check_row)
     detail: str = ""
     #: The target that would generate this row's kernel (None: the row is ruled out).
@@ -146,7 +149,9 @@ def _rows(nodes: Sequence[BaseSchedulerNode],
         reason, detail = legality.backend_reason(node) or (reason, "")
         rows.append(_Row(node=node, index=i, M=M, N=N, rank=row_preference(node),
                          ops=set(node.get_operation_names()),
-                         reads={d.name for d in node.read_writes.reads}, reason=reason,
+                         reads={d.name for d in node.read_writes.reads},
+                         writes={d.name for sub in node.get_nodes()
+                                 for d in sub.read_writes.writes}, reason=reason,
                          detail=detail,
                          planner=planner_of(node.get_device()) if reason is None else None))
     return rows
@@ -190,12 +195,17 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
             # No common input: numel B*N over M / B rows is only a coincidence of sizes.
             # Strided rows: the swapped view of a segmented pair ([B*N, T] rows).
             continue
-        if not shared:
+        # An [M, N] buffer the row side writes and the column reads again (Qwen3's q_norm:
+        # dy * x_hat stored for the dw kernel alone) is a read the fusion saves as well.
+        handed = set() if segments is not None else shared_matrices(row.writes, col,
+                                                                    row.M, row.N)
+        if not shared | handed:
             pairs.append(_Pair(row, 0, "no_shared_input",
-                               f"{row.name} and {col.out_name} read no common [M, N] buffer"))
+                               f"{row.name} and {col.out_name} share no [M, N] buffer "
+                               "(none read by both, none the row side writes)"))
             continue
-        pair = _Pair(row, sum(nbytes(name) for name in shared), row.reason, row.detail,
-                     segmented=segments is not None)
+        pair = _Pair(row, sum(nbytes(name) for name in shared | handed), row.reason,
+                     row.detail, segmented=segments is not None)
         if pair.reason is None and segments is not None:
             bad = legality.check_segments(col, segments, row.M, row.N)
             if bad:

@@ -25,7 +25,7 @@ from . import legality
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
-from .match import Candidate, cast_consumer
+from .match import Candidate, cast_consumer, strided_column_reads
 from .origin import Attribution
 
 
@@ -58,23 +58,27 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     M_hint = _hint(cand.M)
     N = int(cand.N)
     inner_reads = {d.name for d in cand.inner.read_writes.reads}
+    inner_writes = {dep.name for sub in cand.inner.get_nodes()
+                    for dep in sub.read_writes.writes}
+    # What a column reads that the row side reads or computes: read once fused.
     shared = set()
     for col in cand.columns:
-        shared |= inner_reads & col.reads()
+        shared |= (inner_reads | inner_writes) & col.reads()
     reads = set(inner_reads)
     for col in cand.columns:
-        reads |= col.reads()
-    writes = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.writes}
-    writes |= {col.out_name for col in cand.columns}
+        reads |= col.reads() - inner_writes
+    writes = inner_writes | {col.out_name for col in cand.columns}
     shared_bytes = sum(_nbytes(name)[0] for name in shared)
     matrix_numel = _hint(cand.M) * N
     strided = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.reads
                if not compat.reads_rows_contiguously(dep)
                and _nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]}
+    column_strided = {name for col in cand.columns
+                      for name in strided_column_reads(col, cand.M, cand.N)} - strided
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
     # Unfused, every column reduction reads its inputs again in its own kernel.
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
-                                      for name in col.reads() & inner_reads)
+                                      for name in col.reads() & shared)
     elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
@@ -87,8 +91,10 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      device=cand.inner.get_device(),
                      accumulator=str(accumulator).replace("torch.", ""),
                      strided_bytes=sum(_nbytes(name)[0] for name in strided),
-                     strided_elem_bytes=min([_nbytes(name)[1] for name in strided] or [0]),
-                     strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared))
+                     strided_elem_bytes=min([_nbytes(name)[1]
+                                             for name in strided | column_strided] or [0]),
+                     strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared),
+                     strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided))
 
 
 def planner_for_device(device: torch.device) -> planning.Planner:

@@ -14,7 +14,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``not_persistent``: the row does not fit on chip (longer than ``config.max_persistent_n``,
   or the Ascend Unified Buffer) and the column-tiled path cannot take a non-sum partial.
 - ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
-- ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides.
+- ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides, nor
+  written by the row side and read by the column.
 - ``partner_taken``: the row reductions this column could join are already used by other
   groups (one of their reductions went into another group as a column).
 - ``trivial_reduction``: one side reduces over so few elements (M or N is 1, or at most
@@ -98,9 +99,10 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
         return "producer_consumer", f"{inner.get_name()} needs {col.out_name}"
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
-    if inner.get_operation_names() & col_ancestors and \
-            row_outputs_read(inner, col, segments) is None:
-        return "producer_consumer", f"{col.out_name} needs {inner.get_name()}"
+    if inner.get_operation_names() & col_ancestors:
+        read, why = _row_outputs(inner, col, segments)
+        if read is None:
+            return "producer_consumer", f"{col.out_name} needs {inner.get_name()}: {why}"
     return None
 
 
@@ -121,6 +123,12 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
     reached through those reads (a path through another kernel is a cycle, refused by
     the caller). A segmented column (`segments` = B > 1) is checked at the kernel's
     (row, column), its sample and step taken from the row (reorder.segmented_body)."""
+    return _row_outputs(inner, col, segments)[0]
+
+
+def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1
+                 ) -> tuple[set[str] | None, str]:
+    """``row_outputs_read``'s answer, and when it is None why: the decline's detail."""
     writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
     needed = inner.get_operation_names() & ancestors_of(col.absorbed)
@@ -128,44 +136,135 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
     for name in direct:
         reached |= {writer[name].get_name()} | set(writer[name].ancestors)
     if not needed <= reached:
-        return None
+        return None, (f"it depends on {', '.join(sorted(needed - reached))} other than "
+                      "through buffers it reads")
     M, N = col.rnumel, col.numel
     if segments > 1:
         M, N = M * segments, sympy.simplify(N / segments)
-    if not all(_row_block_element(writer[name], col, name, M, N, segments) for name in direct):
-        return None
-    return direct
+    for name in sorted(direct):
+        why = _row_block_element(writer[name], col, name, M, N, segments)
+        if why is not None:
+            return None, why
+    return direct, ""
 
 
 def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
-                       M: sympy.Expr, N: sympy.Expr, segments: int = 1) -> bool:
-    """`producer` writes `name` densely, row-major, over [M, N] or per row over [M], and
-    `col` reads it only at the element of the row block: [row, column], or [row]."""
+                       M: sympy.Expr, N: sympy.Expr, segments: int = 1) -> str | None:
+    """None when `col` reads `name` only where `producer`, run inside the row kernel,
+    stores the row block's own element: [row, column] of an [M, N] buffer, or [row] of an
+    [M] one; else what differs. In the row kernel the producer's iteration runs row-major
+    over (row, column), whatever order its buffer is laid out in (a RoPE backward's dy
+    stored as [B, H, T, D] while the rows are (b, t, h))."""
     (sizes, red_sizes), body = compat.loop_body_of(producer)
     p_vars = _symbols("mo_p", len(sizes))
     q_vars = _symbols("mo_q", len(red_sizes))
+    shape = f"{producer.get_name()} writes {name} over {list(sizes)} x {list(red_sizes)}"
     if producer.is_reduction():
         if not (same_size(sympy.Mul(*sizes), M) and same_size(sympy.Mul(*red_sizes), N)):
-            return False
+            return f"{shape}, not a row statistic of [{M}, {N}]"
         stores = compat.memory_indices(body, [p_vars, q_vars], name, "store_reduction")
         per_row = True
     else:
         per_row = same_size(sympy.Mul(*sizes), M) and not same_size(M, M * N)
         if red_sizes or not (per_row or same_size(sympy.Mul(*sizes), M * N)):
-            return False
+            return f"{shape}, neither [{M}, {N}] nor [{M}]"
         stores = compat.memory_indices(body, [p_vars, q_vars], name, "store")
-    if len(stores) != 1 or sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
-        return False
+    if len(stores) != 1:
+        return f"{shape} at {len(stores)} places"
     (iter_sizes, col_red_sizes), col_body = column_loop_body(col)
     if segments > 1:
-        return _segmented_reads_element(col_body, iter_sizes, col_red_sizes, segments, name,
-                                        M, N, per_row)
+        if sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
+            return f"{shape} at {stores[0]}, not densely in its iteration order"
+        if _segmented_reads_element(col_body, iter_sizes, col_red_sizes, segments, name,
+                                    M, N, per_row):
+            return None
+        return f"{col.out_name} reads {name} per sample away from the row block's element"
     c_vars = _symbols("mo_c", len(iter_sizes))
     r_vars = _symbols("mo_r", len(col_red_sizes))
     loads = compat.memory_indices(col_body, [c_vars, r_vars], name, "load")
-    row = _flat(r_vars, col_red_sizes)
-    expected = row if per_row else N * row + _flat(c_vars, iter_sizes)
-    return bool(loads) and all(sympy.expand(e - expected) == 0 for e in loads)
+    if loads and reads_stored_element(stores[0], p_vars, list(sizes), loads, r_vars,
+                                      list(col_red_sizes), c_vars, list(iter_sizes),
+                                      per_row):
+        return None
+    return (f"{col.out_name} (over {list(iter_sizes)} x {list(col_red_sizes)}) reads {name} "
+            f"at {loads}; {shape} at {stores[0]}")
+
+
+def reads_stored_element(store: sympy.Expr, p_vars: Sequence[sympy.Symbol],
+                         p_sizes: Sequence[sympy.Expr], loads: Sequence[sympy.Expr],
+                         row_vars: Sequence[sympy.Symbol], row_sizes: Sequence[sympy.Expr],
+                         col_vars: Sequence[sympy.Symbol], col_sizes: Sequence[sympy.Expr],
+                         per_row: bool) -> bool:
+    """Whether every load (an index over the column reduction's rows `row_vars` and
+    columns `col_vars`) reads the address `store` (over the producer's `p_vars`) writes
+    for the same element. The producer iterates its sizes row-major over the flat
+    (row * N + column), or over the row alone when `per_row`; both sides are rewritten
+    over the finest factorization the two sizes lists share, then compared exactly. With
+    no such factorization (symbolic sizes, an uneven split) only the plain row-major
+    identity is accepted."""
+    row = _flat(row_vars, row_sizes)
+    flat = row if per_row else sympy.Mul(*col_sizes) * row + _flat(col_vars, col_sizes)
+    if sympy.expand(store - _flat(p_vars, p_sizes)) == 0 and \
+            all(sympy.expand(load - flat) == 0 for load in loads):
+        return True  # both row-major: holds for symbolic sizes too
+    seen = [*row_sizes, *([] if per_row else col_sizes)]
+    seen_vars = [*row_vars, *([] if per_row else col_vars)]
+    pieces = _common_pieces(list(p_sizes), seen)
+    if pieces is None:
+        if [sympy.sympify(s) for s in p_sizes] != [sympy.sympify(s) for s in seen]:
+            return False
+        sub = dict(zip(seen_vars, p_vars))
+        ranges = {}
+    else:
+        piece_vars = _symbols("mo_k", len(pieces))
+        sub = dict(zip(p_vars, _over_pieces(p_sizes, pieces, piece_vars)))
+        sub.update(zip(seen_vars, _over_pieces(seen, pieces, piece_vars)))
+        ranges = dict(zip(piece_vars, pieces))
+    sizevars = compat.sizevars()
+
+    def rewritten(expr: sympy.Expr) -> sympy.Expr:
+        return sympy.expand(sizevars.simplify_with_ranges(expr.xreplace(sub), ranges))
+
+    stored = rewritten(store)
+    return all(rewritten(load) - stored == 0 for load in loads)
+
+
+def _common_pieces(a: list[sympy.Expr], b: list[sympy.Expr]) -> list[int] | None:
+    """Sizes (outermost first) of the finest row-major factorization that both `a` and
+    `b` coarsen to, or None (a symbolic size, different totals, an uneven split)."""
+    if not all(isinstance(s, (int, sympy.Integer)) for s in [*a, *b]):
+        return None
+
+    def bounds(sizes: list[sympy.Expr]) -> set[int]:
+        out, stride = {1}, 1
+        for size in reversed(sizes):
+            stride *= int(size)
+            out.add(stride)
+        return out
+
+    total_a, total_b = max(bounds(a)), max(bounds(b))
+    if total_a != total_b:
+        return None
+    edges = sorted(bounds(a) | bounds(b))
+    if any(hi % lo for lo, hi in zip(edges, edges[1:])):
+        return None
+    return [hi // lo for lo, hi in zip(edges, edges[1:])][::-1]
+
+
+def _over_pieces(sizes: Sequence[sympy.Expr], pieces: list[int],
+                 piece_vars: list[sympy.Symbol]) -> list[sympy.Expr]:
+    """Each index of a row-major `sizes` written over the finer `pieces`' indices."""
+    out: list[sympy.Expr] = []
+    j = len(pieces) - 1
+    for size in reversed(sizes):
+        expr, stride, covered = sympy.Integer(0), 1, 1
+        while covered < int(size):
+            expr += piece_vars[j] * stride
+            stride *= pieces[j]
+            covered *= pieces[j]
+            j -= 1
+        out.append(expr)
+    return out[::-1]
 
 
 def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],

@@ -101,6 +101,30 @@ def column_loop_body(col: ColumnReduction) -> tuple[tuple[list[Any], list[Any]],
     return compat.default_sizes_body(buf)
 
 
+def strided_column_reads(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> set[str]:
+    """The [M, N] buffers `col` reads with a stride other than 1 along its columns (the
+    fused kernel's contiguous axis): a transposed operand Inductor's own column kernel
+    walks coalesced, but the fused row loop reads a few elements per row at a time. A
+    stride Inductor's algebra cannot tell counts as 1, as for the row side's reads."""
+    (iter_sizes, red_sizes), body = column_loop_body(col)
+    if not iter_sizes:
+        return set()
+    c_vars = [sympy.Symbol(f"mo_c{i}", integer=True, nonnegative=True)
+              for i in range(len(iter_sizes))]
+    r_vars = [sympy.Symbol(f"mo_r{i}", integer=True, nonnegative=True)
+              for i in range(len(red_sizes))]
+    inner = c_vars[-1]
+    out = set()
+    for name in col.reads():
+        if not is_full_matrix(name, M * N):
+            continue
+        for index in compat.memory_indices(body, [c_vars, r_vars], name, "load"):
+            step = sympy.expand(index.xreplace({inner: inner + 1}) - index)
+            if step.is_Integer and step not in (0, 1):
+                out.add(name)
+    return out
+
+
 def numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
     """(numel, rnumel) of a node: a SIMD (Triton) backend groups by them (torch_npu's by
     NumelLists, compat.simd_numels); the C++ backend groups by tuples of sizes, whose
