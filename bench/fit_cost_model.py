@@ -1,6 +1,6 @@
 """Fit the CUDA cost model's constants to a calibration sweep and check its decisions.
 
-    python bench/fit_cost_model.py bench/results/cost_sweep_h100.csv \
+    python bench/fit_cost_model.py bench/results/cost_sweep_h100.csv [more sweeps] \
         [--plot bench/results/cost_sweep_h100.png]
 
 Least squares of time = overhead + bytes / (bandwidth x efficiency) over the rows of each
@@ -195,11 +195,14 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv")
+    ap.add_argument("csv", nargs="+", help="sweep CSVs, fitted together (a --grid strided "
+                    "sweep pairs with its --grid twins)")
     ap.add_argument("--plot", default="")
     args = ap.parse_args(argv)
-    with open(args.csv, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("shape_info")]
+    rows = []
+    for path in args.csv:
+        with open(path, newline="") as f:
+            rows += [r for r in csv.DictReader(f) if r.get("shape_info")]
     fitted = fit(rows)
     tuning = CudaTuning()
     print(f"{len(rows)} rows with the hook's shape facts")

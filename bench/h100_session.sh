@@ -42,17 +42,11 @@ case $stage in
     $PY bench/bench_dit.py --csv "$OUT/dit_h100.csv" 2>&1 | log kernels
     ;;
   heldout)
-    for grid in heldout strided; do
+    # twins: the strided grid coalesced, the pairs a per-op strided cost is fitted from
+    # (fit_cost_model.py cost_sweep_h100.csv cost_sweep_strided_h100.csv cost_sweep_twins_h100.csv)
+    for grid in heldout strided twins; do
       $PY bench/sweep_cost_model.py --grid $grid --warm 8 \
         --csv "$OUT/cost_sweep_${grid}_h100.csv" 2>&1 | log heldout
-    done
-    # The long-row family below 0.90 of copy (M*N >= 16M): the fused kernel's time apart
-    # from the final step's, beside stock's kernels.
-    for shape in 2048x24576:bf16 2048x32768:bf16 16384x32768:bf16; do
-      for variant in inductor_ext inductor_mix; do
-        $PY bench/profile_backward.py --op rms --shape $shape --variant $variant \
-          2>&1 | log heldout
-      done
     done
     ;;
   diagnose)

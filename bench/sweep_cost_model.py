@@ -5,7 +5,8 @@ inductor_ext as users run it (its cost model decides), the variant the "never sl
 stock" summary line is about.
 
     python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
-        [--part K/P] [--grid full|heldout|smoke] [--variants stock,upstream_off,fused,ext]
+        [--part K/P] [--grid full|heldout|strided|twins|smoke]
+        [--variants stock,upstream_off,fused,ext]
 
 Every case is checked against float64 before it is timed (GraphTimer: CUDA-graph replay,
 L2 emptied by a read before each replay, median). Each row carries the fused kernel's
@@ -90,7 +91,9 @@ def grid(name: str) -> list[Case]:
     fp32 (fp16 x with fp32 w at some), plain sum pairs, sliced and transposed operands;
     `heldout`: the shapes the issue measured outside the tuned list; `strided`: transposed
     operands at shapes and dtypes the strided costs were not fitted on (ln, fp16, other
-    widths), to check them; `smoke`: tiny, for the CPU interpreter."""
+    widths), to check them; `twins`: the same cases coalesced, so that the two sweeps
+    together give `fit_cost_model.py` 14 more transposed / coalesced pairs to fit;
+    `smoke`: tiny, for the CPU interpreter."""
     if name == "smoke":
         return [Case("rms", 64, 48, "fp32", "fp32", "contiguous"),
                 Case("ln", 33, 64, "fp32", "fp32", "sliced"),
@@ -105,8 +108,9 @@ def grid(name: str) -> list[Case]:
                Case("rms", 16384, 4096, "bf16", "fp32", "contiguous")]
     if name == "heldout":
         return heldout
-    if name == "strided":
-        return [Case(op, M, N, dtype, wdtype, "transposed") for op, M, N, dtype, wdtype in (
+    if name in ("strided", "twins"):
+        layout = "transposed" if name == "strided" else "contiguous"
+        return [Case(op, M, N, dtype, wdtype, layout) for op, M, N, dtype, wdtype in (
             ("rms", 32768, 2048, "bf16", "bf16"), ("rms", 131072, 512, "bf16", "bf16"),
             ("rms", 8192, 8192, "bf16", "bf16"), ("rms", 32768, 1024, "fp32", "fp32"),
             ("rms", 65536, 512, "fp32", "fp32"), ("ln", 65536, 1024, "bf16", "bf16"),
@@ -357,7 +361,8 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", default="")
-    ap.add_argument("--grid", choices=("full", "heldout", "strided", "smoke"), default="full")
+    ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "smoke"),
+                    default="full")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
     ap.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)

@@ -179,6 +179,19 @@ def test_strided_grid_is_held_out_from_the_fit():
     assert "fp16" in {c.dtype for c in strided}
 
 
+def test_twins_grid_pairs_every_strided_case():
+    """`--grid twins` is the strided grid coalesced: with both sweeps fit_cost_model.py
+    finds a transposed / coalesced pair for every strided case."""
+    import fit_cost_model
+    import sweep_cost_model
+
+    strided, twins = sweep_cost_model.grid("strided"), sweep_cost_model.grid("twins")
+    assert {c.layout for c in twins} == {"contiguous"}
+    rows = [{"op": c.op, "M": str(c.M), "N": str(c.N), "dtype": c.dtype, "wdtype": c.wdtype,
+             "layout": c.layout} for c in strided + twins]
+    assert len(fit_cost_model._strided_pairs(rows)) == len(strided)
+
+
 def test_bench_models_leaves_out_gradients_that_are_only_rounding():
     """BERT's attention key bias has a zero gradient in exact arithmetic (softmax ignores a
     shift shared by every key): its values are rounding, and two runs differ by ~100%."""
