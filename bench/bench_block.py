@@ -15,7 +15,6 @@ CUDA graph, do_bench of its replay; the three variants' graphs are then timed in
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import sys
@@ -31,6 +30,7 @@ from common import (  # noqa: E402
     has_upstream_mix_order,
     interleaved_us,
     require_cuda,
+    write_rows,
 )
 
 import inductor_ext  # noqa: E402
@@ -95,11 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{size:14s} inductor_ext on/off step time: {on / off:.3f} "
               f"({(off - on):.1f} us saved per step)")
     if args.csv:
-        os.makedirs(os.path.dirname(args.csv) or ".", exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 

@@ -3,6 +3,7 @@ method every variant goes through (see bench/README.md)."""
 
 from __future__ import annotations
 
+import csv
 import os
 import statistics
 import sys
@@ -25,6 +26,15 @@ BASELINE_SHAPES = ("32768x4096:bf16,65536x1024:bf16,16384x8192:bf16,8192x16384:b
                    "576000x384:fp32,32768x768:fp32,4096x4096:bf16,262144x128:bf16")
 COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_ascend")
 OURS = ("inductor_ext", "inductor_ext_ascend")
+
+
+def write_rows(path: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows as a CSV (columns from the first row), creating the file's folder."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def require_cuda(script: str) -> None:

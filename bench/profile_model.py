@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import os
 import sys
 from typing import Any
@@ -24,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_models  # noqa: E402
-from common import require_cuda  # noqa: E402
+from common import require_cuda, write_rows  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing import models  # noqa: E402
@@ -82,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                   "us_per_step": round(us, 2), "launches_per_step": round(calls, 2)}
                  for name, (us, calls) in times.items()]
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(args.csv, rows)
     return 0
 
 

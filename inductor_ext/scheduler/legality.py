@@ -46,7 +46,7 @@ from .. import backends, compat
 from ..codegen.combine import accumulator_dtype
 from ..compat import BaseSchedulerNode, V, ir
 from ..plan import Planner
-from .match import ColumnReduction, column_loop_body, same_size
+from .match import ColumnReduction, column_loop_body, index_symbols, same_size
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
 
@@ -156,8 +156,8 @@ def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: 
     over (row, column), whatever order its buffer is laid out in (a RoPE backward's dy
     stored as [B, H, T, D] while the rows are (b, t, h))."""
     (sizes, red_sizes), body = compat.loop_body_of(producer)
-    p_vars = _symbols("mo_p", len(sizes))
-    q_vars = _symbols("mo_q", len(red_sizes))
+    p_vars = index_symbols("mo_p", len(sizes))
+    q_vars = index_symbols("mo_q", len(red_sizes))
     shape = f"{producer.get_name()} writes {name} over {list(sizes)} x {list(red_sizes)}"
     if producer.is_reduction():
         if not (same_size(sympy.Mul(*sizes), M) and same_size(sympy.Mul(*red_sizes), N)):
@@ -179,8 +179,8 @@ def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: 
                                     M, N, per_row):
             return None
         return f"{col.out_name} reads {name} per sample away from the row block's element"
-    c_vars = _symbols("mo_c", len(iter_sizes))
-    r_vars = _symbols("mo_r", len(col_red_sizes))
+    c_vars = index_symbols("mo_c", len(iter_sizes))
+    r_vars = index_symbols("mo_r", len(col_red_sizes))
     loads = compat.memory_indices(col_body, [c_vars, r_vars], name, "load")
     if loads and reads_stored_element(stores[0], p_vars, list(sizes), loads, r_vars,
                                       list(col_red_sizes), c_vars, list(iter_sizes),
@@ -216,7 +216,7 @@ def reads_stored_element(store: sympy.Expr, p_vars: Sequence[sympy.Symbol],
         sub = dict(zip(seen_vars, p_vars))
         ranges = {}
     else:
-        piece_vars = _symbols("mo_k", len(pieces))
+        piece_vars = index_symbols("mo_k", len(pieces))
         sub = dict(zip(p_vars, _over_pieces(p_sizes, pieces, piece_vars)))
         sub.update(zip(seen_vars, _over_pieces(seen, pieces, piece_vars)))
         ranges = dict(zip(piece_vars, pieces))
@@ -277,17 +277,13 @@ def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],
     seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N)
     if seg is None:
         return False
-    row, column = _symbols("mo_g", 2)
+    row, column = index_symbols("mo_g", 2)
     loads = compat.memory_indices(seg[0], [[row], [column]], name, "load")
     expected = row if per_row else N * row + column
     ranges = {row: M, column: N}
     return bool(loads) and all(
         sympy.expand(V.graph.sizevars.simplify_with_ranges(e, ranges) - expected) == 0
         for e in loads)
-
-
-def _symbols(prefix: str, n: int) -> list[sympy.Symbol]:
-    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
 
 
 def _flat(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:

@@ -101,6 +101,11 @@ def column_loop_body(col: ColumnReduction) -> tuple[tuple[list[Any], list[Any]],
     return compat.default_sizes_body(buf)
 
 
+def index_symbols(prefix: str, n: int) -> list[sympy.Symbol]:
+    """n loop indices (nonnegative integers) to evaluate a LoopBody's index expressions."""
+    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
+
+
 def strided_column_reads(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> set[str]:
     """The [M, N] buffers `col` reads with a stride other than 1 along its columns (the
     fused kernel's contiguous axis): a transposed operand Inductor's own column kernel
@@ -109,10 +114,7 @@ def strided_column_reads(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> 
     (iter_sizes, red_sizes), body = column_loop_body(col)
     if not iter_sizes:
         return set()
-    c_vars = [sympy.Symbol(f"mo_c{i}", integer=True, nonnegative=True)
-              for i in range(len(iter_sizes))]
-    r_vars = [sympy.Symbol(f"mo_r{i}", integer=True, nonnegative=True)
-              for i in range(len(red_sizes))]
+    c_vars, r_vars = index_symbols("mo_c", len(iter_sizes)), index_symbols("mo_r", len(red_sizes))
     inner = c_vars[-1]
     out = set()
     for name in col.reads():
