@@ -22,6 +22,7 @@ autotunes afresh.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import csv
 import dataclasses
@@ -29,6 +30,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +38,10 @@ import time
 
 # One cache for this run and its warm processes, set before torch reads it: a warm cache
 # from another run would serve graphs without writing their fusion-table rows.
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="sweep_cache_"))
+# The process that makes it removes it at exit.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="sweep_cache_")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
 
 import torch  # noqa: E402
 
@@ -387,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         require_cuda("sweep_cost_model")
     out = os.path.abspath(args.csv) if args.csv else None
     table_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_tables_"))
+    atexit.register(shutil.rmtree, table_dir, ignore_errors=True)
     os.chdir(table_dir)  # MetricTable writes into the working directory
     torch._inductor.config.enabled_metric_tables = "mix_order_fusion"
     if args.device == "cpu":  # a smoke run of the whole path in the Triton interpreter

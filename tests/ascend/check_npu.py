@@ -29,12 +29,14 @@ columns). `--calibration FILE` writes the UB calibration table
 from __future__ import annotations
 
 import argparse
+import atexit
 import concurrent.futures
 import contextlib
 import csv
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -372,6 +374,7 @@ def main() -> int:
     socs = [s for s in args.socs.split(",") if s]
     start = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="check_npu_")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
 
     def log(line: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f} s]{line}", flush=True)
