@@ -237,3 +237,30 @@ def test_coverage_from_tables_counts_a_norm_declined_once_anywhere():
         "other columns 1 fused, 1 declined (no_shared_input 1); declined: ln_b "
         "(producer_consumer)")
     assert (second.found, second.fused, second.declined) == (["ln_c"], ["ln_c"], {})
+
+
+def test_norm_whose_dw_shares_nothing_is_declined_by_name(plugin, tables):
+    """A norm over an input that needs no gradient has only dw/db columns. Where another
+    norm of the same shape fuses, they pair with its dx rows only, sharing no buffer (a
+    Linear lies between): the decline must still name that norm, not vanish into the one
+    per-shape `no_shared_input` line kept for unrelated reductions."""
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm_in = torch.nn.LayerNorm(32)
+            self.proj = torch.nn.Linear(32, 32)
+            self.norm_out = torch.nn.LayerNorm(32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.norm_out(self.proj(self.norm_in(x)))
+
+    net = Net()
+    x = torch.randn(64, 32)  # no gradient: norm_in's backward is dw and db alone
+    torch.compile(net)(x).pow(2).sum().backward()
+    fused = {n for row in _rows("mix_order_fusion") for n in row["norms"].split()}
+    declined = {n: row["reason"] for row in _rows("mix_order_reject")
+                for n in row["norms"].split()}
+    assert "norm_out" in fused
+    assert declined == {"norm_in": "no_shared_input"}
+    assert inductor_ext.metrics.norms_declined == {"no_shared_input": 1}

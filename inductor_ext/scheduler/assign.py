@@ -312,14 +312,18 @@ def _declines(rows: list[_Row], columns: list[_Column],
             backend_reported = True
         decline = _decline(pair, c, reason or "internal_error", detail)
         if reason == "no_shared_input":
-            no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
+            if decline.attribution.norm_columns:  # a norm's dw/db is always named
+                declines.append(decline)
+            else:
+                no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
             continue
         declines.append(decline)
         reported_row_ops |= pair.row.ops
     decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
                                                           for d in declines}
-    # A shape whose reductions share no input is reported once, and only when nothing else
-    # happened at that shape (a square forward graph's row reductions all match it).
+    # Other reductions of a shape that share no input are reported once, and only when
+    # nothing else happened at that shape (a square forward graph's row reductions all
+    # match it).
     declines += [d for cls, d in no_shared.items() if cls not in decided]
     return declines
 
