@@ -44,8 +44,12 @@ case $stage in
   heldout)
     # twins: the strided grid coalesced, the pairs a per-op strided cost is fitted from
     # (fit_cost_model.py cost_sweep_h100.csv cost_sweep_strided_h100.csv cost_sweep_twins_h100.csv)
+    # The strided grid with the hook's debug log: the config each fused kernel's autotuner
+    # picked ("timed ..."), to tell LayerNorm's 1.65x at block_m 4 from a config choice.
     for grid in heldout strided twins; do
-      $PY bench/sweep_cost_model.py --grid $grid --warm 8 \
+      logs=()  # TORCH_LOGS set empty makes `import torch` fail (torch 2.13)
+      [ $grid = strided ] && logs=(TORCH_LOGS=+inductor_ext)
+      env "${logs[@]}" $PY bench/sweep_cost_model.py --grid $grid --warm 8 \
         --csv "$OUT/cost_sweep_${grid}_h100.csv" 2>&1 | log heldout
     done
     ;;
@@ -58,7 +62,7 @@ case $stage in
     grep -v output_code "$OUT/qwen3_code.log" | grep -E "declined|^qwen3|^  " | log diagnose
     $PY bench/profile_model.py --model bert --csv "$OUT/bert_kernels_h100.csv" 2>&1 \
       | log diagnose
-    TORCH_LOGS=output_code $PY bench/profile_model.py --model bert --variants inductor_ext \
+    TORCH_LOGS=+inductor_ext,output_code $PY bench/profile_model.py --model bert --variants inductor_ext \
       --steps 1 --top 0 > "$OUT/bert_code.log" 2>&1
     ;;
   sweep)

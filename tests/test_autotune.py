@@ -114,6 +114,25 @@ def test_the_benchmark_step_drops_configs_before_timing():
     assert len(_Tuner(launchers, {}).benchmark_all_configs()) == 5
 
 
+def test_timed_configs_are_logged_fastest_first(caplog):
+    """The config a fused kernel runs is logged with its registers and time: the one
+    record that tells a slow kernel's config from the plan's (inductor_ext at DEBUG)."""
+    launchers = [_launcher(*c) for c in LN_4096[2:4]]
+
+    class _Base:
+        def benchmark_all_configs(self, *args, **kwargs):
+            return {launchers[0]: 0.25, launchers[1]: 0.125}
+
+    tuner = type("T", (autotune._PlannedWaves, _Base), {})()
+    tuner.launchers, tuner.device_props = launchers, H100
+    tuner.inductor_meta = {autotune.PLAN_KEY: _plan(256, None).to_meta()}
+    with caplog.at_level("DEBUG", logger="inductor_ext"):
+        tuner.benchmark_all_configs()
+    (line,) = [r.getMessage() for r in caplog.records if "timed" in r.getMessage()]
+    assert line.endswith("256 programs: timed [XBLOCK=1, num_warps=8, regs=128] 0.125 ms; "
+                         "[XBLOCK=1, num_warps=4, regs=251] 0.25 ms")
+
+
 def test_fused_kernels_with_configs_get_our_autotuner(cuda_knobs, plugin, monkeypatch):
     """The plan carries the allowance and the fused kernel is built as a
     MixOrderAutotuner (the interpreter itself runs the first config untimed)."""

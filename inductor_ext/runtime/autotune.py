@@ -93,7 +93,24 @@ class _PlannedWaves:
         meta = self.inductor_meta.get(PLAN_KEY)
         plan = LaunchPlan.from_meta(meta) if meta else None
         self.launchers = within_planned_waves(self.launchers, plan, self.device_props)
-        return super().benchmark_all_configs(*args, **kwargs)
+        timings = super().benchmark_all_configs(*args, **kwargs)
+        if meta:
+            log.debug("mix-order kernel %s, %s programs: timed %s",
+                      self.inductor_meta.get("kernel_name", "?"),
+                      plan.programs if plan else "?", describe_timings(timings))
+        return timings
+
+
+def describe_timings(timings: dict[Any, float]) -> str:
+    """Configs fastest first (rows per iteration, warps, registers, ms): which one a kernel
+    runs is otherwise only in Inductor's cache, and it explains a time off its prediction."""
+    parts = []
+    for launcher, ms in sorted(timings.items(), key=lambda item: item[1]):
+        kwargs = ", ".join(f"{k}={v}" for k, v in sorted(launcher.config.kwargs.items()))
+        regs = getattr(launcher, "n_regs", None)
+        parts.append(f"[{kwargs}, num_warps={launcher.config.num_warps}"
+                     f"{f', regs={regs}' if regs is not None else ''}] {ms:.4g} ms")
+    return "; ".join(parts)
 
 
 class MixOrderAutotuner(_PlannedWaves, CachingAutotuner):
