@@ -7,15 +7,16 @@
 #   bash bench/h100_session.sh kernels    # the 16 bench cases (with Liger) + DiT blocks
 #   bash bench/h100_session.sh heldout    # cost model on shapes it was not fitted on
 #   bash bench/h100_session.sh diagnose   # Qwen3's q/k norms and BERT's slow fused kernel
+#   bash bench/h100_session.sh host       # host time per backward call, no CUDA graphs
 #   bash bench/h100_session.sh sweep K/P  # part K of P of the full calibration sweep
 #
 # Liger: pip-installed if its wheel is in .whl/ (the GPU machine has no network).
 set -euo pipefail
-stage=${1:?"stage: models | kernels | heldout | diagnose | sweep K/P"}
+stage=${1:?"stage: models | kernels | heldout | diagnose | host | sweep K/P"}
 case $stage in
-  models|kernels|heldout|diagnose|sweep) ;;
+  models|kernels|heldout|diagnose|host|sweep) ;;
   *) echo "h100_session.sh: unknown stage '$stage' (models | kernels | heldout | diagnose |" \
-       "sweep K/P)" >&2
+       "host | sweep K/P)" >&2
      exit 2 ;;
 esac
 OUT=${OUT:-$PWD/h100_out}
@@ -56,14 +57,21 @@ case $stage in
   diagnose)
     # Qwen3 at 2 layers: its q/k norms (declined on the H100 of 2026-11-23) with the hook's
     # reasons and the generated code; BERT: per-kernel device time, then the code of the
-    # kernel that made its step slower.
+    # kernel that made its step slower (and the configs its autotuner timed).
     TORCH_LOGS=+inductor_ext,output_code $PY bench/bench_models.py --device cuda \
       --models qwen3 --size layers=2 --rounds 1 > "$OUT/qwen3_code.log" 2>&1
     grep -v output_code "$OUT/qwen3_code.log" | grep -E "declined|^qwen3|^  " | log diagnose
     $PY bench/profile_model.py --model bert --csv "$OUT/bert_kernels_h100.csv" 2>&1 \
       | log diagnose
-    TORCH_LOGS=+inductor_ext,output_code $PY bench/profile_model.py --model bert --variants inductor_ext \
-      --steps 1 --top 0 > "$OUT/bert_code.log" 2>&1
+    TORCH_LOGS=+inductor_ext,output_code $PY bench/profile_model.py --model bert \
+      --variants inductor_ext --steps 1 --top 0 > "$OUT/bert_code.log" 2>&1
+    # Llama: 9/9 norms fused and 0.997 of stock; which kernels differ
+    $PY bench/profile_model.py --model llama --csv "$OUT/llama_kernels_h100.csv" 2>&1 \
+      | log diagnose
+    ;;
+  host)
+    # 1000 back-to-back backward calls per variant, CPU clock; cProfile dumps of each
+    $PY bench/bench_host_cost.py --profile "$OUT/host_profile" 2>&1 | log host
     ;;
   sweep)
     part=${2:?"sweep needs K/P, e.g. 0/3"}

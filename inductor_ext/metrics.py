@@ -33,6 +33,7 @@ REASONS = (
     "not_persistent",
     "dynamic_n",
     "no_shared_input",
+    "no_row_reduction",
     "partner_taken",
     "trivial_reduction",
     "not_profitable",

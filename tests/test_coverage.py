@@ -239,18 +239,19 @@ def test_coverage_from_tables_counts_a_norm_declined_once_anywhere():
     assert (second.found, second.fused, second.declined) == (["ln_c"], ["ln_c"], {})
 
 
-def test_norm_whose_dw_shares_nothing_is_declined_by_name(plugin, tables):
-    """A norm over an input that needs no gradient has only dw/db columns. Where another
-    norm of the same shape fuses, they pair with its dx rows only, sharing no buffer (a
-    Linear lies between): the decline must still name that norm, not vanish into the one
-    per-shape `no_shared_input` line kept for unrelated reductions."""
+@pytest.mark.parametrize("width_out", [32, 48])
+def test_norm_without_dx_is_declined_by_name(plugin, tables, width_out):
+    """A norm over an input that needs no gradient has only dw/db columns. With another
+    norm of its width (32) they pair with that norm's dx only, sharing no buffer (a Linear
+    lies between); with none (48) with no row at all. Either way the norm is named as
+    declined `no_row_reduction`, not folded into one per-shape line or left out."""
 
     class Net(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.norm_in = torch.nn.LayerNorm(32)
-            self.proj = torch.nn.Linear(32, 32)
-            self.norm_out = torch.nn.LayerNorm(32)
+            self.proj = torch.nn.Linear(32, width_out)
+            self.norm_out = torch.nn.LayerNorm(width_out)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.norm_out(self.proj(self.norm_in(x)))
@@ -259,8 +260,10 @@ def test_norm_whose_dw_shares_nothing_is_declined_by_name(plugin, tables):
     x = torch.randn(64, 32)  # no gradient: norm_in's backward is dw and db alone
     torch.compile(net)(x).pow(2).sum().backward()
     fused = {n for row in _rows("mix_order_fusion") for n in row["norms"].split()}
-    declined = {n: row["reason"] for row in _rows("mix_order_reject")
-                for n in row["norms"].split()}
+    rejected = _rows("mix_order_reject")
+    declined = {n: row["reason"] for row in rejected for n in row["norms"].split()}
     assert "norm_out" in fused
-    assert declined == {"norm_in": "no_shared_input"}
-    assert inductor_ext.metrics.norms_declined == {"no_shared_input": 1}
+    assert declined == {"norm_in": "no_row_reduction"}
+    assert all("needs no gradient" in row["detail"] for row in rejected
+               if row["reason"] == "no_row_reduction")
+    assert inductor_ext.metrics.norms_declined == {"no_row_reduction": 1}

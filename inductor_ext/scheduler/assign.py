@@ -129,13 +129,36 @@ def find_candidates(nodes: Sequence[BaseSchedulerNode],
     columns = [_column(j, col, by_shape.get((size_hint(col.rnumel), size_hint(col.numel)),
                                             []) + _segmented_rows(col, rows))
                for j, col in enumerate(all_columns)]
+    unpaired = [c for c in columns if not c.pairs]
     columns = [c for c in columns if c.pairs]
     groups = _assign(nodes, columns)
     declines = _declines(rows, columns, groups)
     decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
                                                           for d in declines}
     declines += trivial_declines(nodes, all_columns, decided)
+    declines += _rowless_norms(unpaired, decided)
     return Matching(groups=groups, declines=declines)
+
+
+def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
+                   ) -> list[Decline]:
+    """A norm's dw/db with no row reduction of its shape at all: its input needs no
+    gradient. Named, so the user sees which norm runs unfused (a shape whose dx Inductor
+    computes without a loop is `trivial_reduction`'s, recorded before)."""
+    out = []
+    for c in unpaired:
+        col_origin = origin.of_node(c.col.out_node)
+        M, N = c.col.rnumel, c.col.numel
+        if not col_origin.norm or shape_class(M, N) in decided:
+            continue
+        out.append(Decline(names=c.col.out_name, M=M, N=N, reason="no_row_reduction",
+                           detail=_ROWLESS.format(col=c.col.out_name, M=M, N=N),
+                           attribution=origin.attribute([], [col_origin])))
+    return out
+
+
+_ROWLESS = ("{col} has no row reduction (dx) over [{M}, {N}] reading what it reads: the "
+            "norm's input needs no gradient, so no per-row loop runs for it to ride")
 
 
 def _rows(nodes: Sequence[BaseSchedulerNode],
@@ -313,6 +336,11 @@ def _declines(rows: list[_Row], columns: list[_Column],
         decline = _decline(pair, c, reason or "internal_error", detail)
         if reason == "no_shared_input":
             if decline.attribution.norm_columns:  # a norm's dw/db is always named
+                if not _own_row_among(c):
+                    decline.reason = "no_row_reduction"
+                    decline.detail = (_ROWLESS.format(col=c.col.out_name, M=pair.row.M,
+                                                      N=pair.row.N)
+                                      + f" (rows of other reductions only: {decline.detail})")
                 declines.append(decline)
             else:
                 no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
@@ -326,6 +354,13 @@ def _declines(rows: list[_Row], columns: list[_Column],
     # match it).
     declines += [d for cls, d in no_shared.items() if cls not in decided]
     return declines
+
+
+def _own_row_among(c: _Column) -> bool:
+    """Whether a row reduction `c` pairs with is its own norm's (its dx)."""
+    key = origin.of_node(c.col.out_node).key
+    return any(o.norm and o.key == key for p in c.pairs for s in p.row.node.get_nodes()
+               if s.is_reduction() for o in [origin.of_node(s)])
 
 
 def _decline(pair: _Pair, c: _Column, reason: str, detail: str) -> Decline:

@@ -16,6 +16,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
 - ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
 - ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides, nor
   written by the row side and read by the column.
+- ``no_row_reduction``: a norm's dw/db with no row reduction of its own norm to join
+  (no dx: the norm's input needs no gradient); recorded per norm, so it is named.
 - ``partner_taken``: the row reductions this column could join are already used by other
   groups (one of their reductions went into another group as a column).
 - ``trivial_reduction``: one side reduces over so few elements (M or N is 1, or at most
