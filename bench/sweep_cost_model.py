@@ -22,7 +22,6 @@ autotunes afresh.
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import csv
 import dataclasses
@@ -30,7 +29,6 @@ import json
 import math
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,8 +38,8 @@ import time
 # from another run would serve graphs without writing their fusion-table rows.
 # The process that makes it removes it at exit.
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="sweep_cache_")
-    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
+    _cache_dir = tempfile.TemporaryDirectory(prefix="sweep_cache_", ignore_cleanup_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache_dir.name
 
 import torch  # noqa: E402
 
@@ -391,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda":
         require_cuda("sweep_cost_model")
     out = os.path.abspath(args.csv) if args.csv else None
-    table_dir = pathlib.Path(tempfile.mkdtemp(prefix="sweep_tables_"))
-    atexit.register(shutil.rmtree, table_dir, ignore_errors=True)
+    tables = tempfile.TemporaryDirectory(prefix="sweep_tables_", ignore_cleanup_errors=True)
+    table_dir = pathlib.Path(tables.name)
     os.chdir(table_dir)  # MetricTable writes into the working directory
     torch._inductor.config.enabled_metric_tables = "mix_order_fusion"
     if args.device == "cpu":  # a smoke run of the whole path in the Triton interpreter

@@ -1,19 +1,16 @@
 """Test setup: Triton's interpreter must be on before triton is first imported."""
 
-import atexit
 import contextlib
 import logging
 import os
-import shutil
 import tempfile
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # Each run compiles from scratch, so counters reflect this code, not a warm cache. The cache
 # directory is removed at exit: a suite leaves ~20 MB of generated code per run otherwise.
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-    _cache_dir = tempfile.mkdtemp(prefix="inductor_ext_")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache_dir
-    atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
+    _cache_dir = tempfile.TemporaryDirectory(prefix="inductor_ext_", ignore_cleanup_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache_dir.name
 os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT", "0")  # a test may turn it on
 os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
 

@@ -94,10 +94,10 @@ class _PlannedWaves:
         plan = LaunchPlan.from_meta(meta) if meta else None
         self.launchers = within_planned_waves(self.launchers, plan, self.device_props)
         timings = super().benchmark_all_configs(*args, **kwargs)
-        if meta:
-            log.debug("mix-order kernel %s, %s programs: timed %s",
-                      self.inductor_meta.get("kernel_name", "?"),
-                      plan.programs if plan else "?", describe_timings(timings))
+        if plan is not None:
+            log.debug("mix-order kernel %s, %d programs: timed %s",
+                      self.inductor_meta.get("kernel_name", "?"), plan.programs,
+                      describe_timings(timings))
         return timings
 
 

@@ -152,13 +152,14 @@ def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
         if not col_origin.norm or shape_class(M, N) in decided:
             continue
         out.append(Decline(names=c.col.out_name, M=M, N=N, reason="no_row_reduction",
-                           detail=_ROWLESS.format(col=c.col.out_name, M=M, N=N),
+                           detail=_rowless_detail(c, M, N),
                            attribution=origin.attribute([], [col_origin])))
     return out
 
 
-_ROWLESS = ("{col} has no row reduction (dx) over [{M}, {N}] reading what it reads: the "
-            "norm's input needs no gradient, so no per-row loop runs for it to ride")
+def _rowless_detail(c: _Column, M: Any, N: Any) -> str:
+    return (f"{c.col.out_name} has no row reduction (dx) over [{M}, {N}] reading what it "
+            "reads: the norm's input needs no gradient, so no per-row loop runs for it to ride")
 
 
 def _rows(nodes: Sequence[BaseSchedulerNode],
@@ -333,19 +334,18 @@ def _declines(rows: list[_Row], columns: list[_Column],
             if backend_reported:
                 continue
             backend_reported = True
+        norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
+        if reason == "no_shared_input" and norm_column and not _own_row_among(c):
+            reason, detail = "no_row_reduction", (_rowless_detail(c, pair.row.M, pair.row.N)
+                                                  + f" (rows of other reductions only: "
+                                                  f"{detail})")
         decline = _decline(pair, c, reason or "internal_error", detail)
-        if reason == "no_shared_input":
-            if decline.attribution.norm_columns:  # a norm's dw/db is always named
-                if not _own_row_among(c):
-                    decline.reason = "no_row_reduction"
-                    decline.detail = (_ROWLESS.format(col=c.col.out_name, M=pair.row.M,
-                                                      N=pair.row.N)
-                                      + f" (rows of other reductions only: {decline.detail})")
-                declines.append(decline)
-            else:
-                no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
+        if reason == "no_shared_input" and not norm_column:
+            no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
             continue
         declines.append(decline)
+        if reason in ("no_shared_input", "no_row_reduction"):
+            continue  # the row is not what this decline is about
         reported_row_ops |= pair.row.ops
     decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
                                                           for d in declines}

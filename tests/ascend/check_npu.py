@@ -29,14 +29,12 @@ columns). `--calibration FILE` writes the UB calibration table
 from __future__ import annotations
 
 import argparse
-import atexit
 import concurrent.futures
 import contextlib
 import csv
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -373,8 +371,8 @@ def main() -> int:
         models = tuple(m for m in models if args.only in f"{m}-2layer")
     socs = [s for s in args.socs.split(",") if s]
     start = time.perf_counter()
-    workdir = tempfile.mkdtemp(prefix="check_npu_")
-    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    work = tempfile.TemporaryDirectory(prefix="check_npu_", ignore_cleanup_errors=True)
+    workdir = work.name
 
     def log(line: str) -> None:
         print(f"[{time.perf_counter() - start:6.1f} s]{line}", flush=True)
