@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--variants", default=",".join(bench_models.VARIANTS))
     ap.add_argument("--dtype", default=None)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=31, help="bench_models.py --rounds")
     ap.add_argument("--csv", default="")
     args = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []

@@ -11,17 +11,20 @@ modulated LayerNorm, attention, MLP); see inductor_ext/testing/models.py. Varian
 - ``stock``: torch.compile as shipped, upstream's own mix-order reduction at its default
   (on since torch 2.10, CUDA/XPU only);
 - ``upstream_off``: stock with ``triton.mix_order_reduction=False`` (where the key exists);
-- ``inductor_ext``: our pass (which turns upstream's off while on).
+- ``inductor_ext``: our pass (which turns upstream's off while on);
+- ``stock_again`` (opt-in, ``--variants``): stock compiled a second time, an A/A control:
+  its ratio to ``stock`` is what the run's noise (clocks, autotuning picks) alone gives.
 
 Per model it prints its norm modules (with a weight or not: an adaLN-modulated LayerNorm
 has none) and what our pass did with them: the norms it found with column reductions to
 fuse (per compiled graph), fused and declined by reason, and its fused kernels; upstream's
-fused-kernel count for ``stock``; each
-variant's max relative gradient error against eager in the same dtype (gradients that are
-zero in exact arithmetic are left out and named, see `ZERO_GRAD_SHARE`); on a GPU, the step
-(forward, loss, ``torch.autograd.grad``) captured in a CUDA graph and the three variants'
-replays timed in turns (bench/common.py). Inductor's FX graph cache is off so every variant
-compiles (and counts) from scratch.
+fused-kernel count for ``stock``; each variant's max relative gradient error against eager
+in the same dtype (gradients that are zero in exact arithmetic are left out and named, see
+`ZERO_GRAD_SHARE`); on a GPU, the step (forward, loss, ``torch.autograd.grad``) captured in
+a CUDA graph and the variants' replays timed in turns (bench/common.py): each variant's
+median step and the range of its per-round ratio to stock (a round times the variants
+back to back, so a pair shares the GPU's clocks). Inductor's FX graph cache is off so
+every variant compiles (and counts) from scratch.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,
     has_upstream_mix_order,
-    interleaved_us,
+    interleaved_rounds,
+    paired_ratio_range,
     require_cuda,
 )
 
@@ -53,6 +57,8 @@ from inductor_ext.testing import models  # noqa: E402
 from inductor_ext.testing.reference import max_rel_err  # noqa: E402
 
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
+#: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
+CONTROL_VARIANTS = ("stock_again",)
 DEFAULT_MODELS = "llama,qwen3,gemma,gpt2,bert,t5,dit"
 #: Training sizes for the GPU run: 4 x 2048 tokens (8192 rows per norm), a 2048-wide
 #: model of 4 layers.
@@ -68,7 +74,7 @@ ZERO_GRAD_SHARE = 1e-6
 FIELDS = ["model", "device", "dtype", "variant", "norm_modules", "norms_found", "norms_fused",
           "norms_declined", "declined_reasons", "mix_order_kernels", "max_grad_err_vs_eager",
           "zero_grads",
-          "step_us", "timing", "compile_s", "error"]
+          "step_us", "vs_stock_range", "timing", "compile_s", "error"]
 
 
 @dataclasses.dataclass
@@ -93,7 +99,7 @@ def parse_size(spec: str, base: models.Size) -> models.Size:
 
 
 def compile_options(variant: str) -> dict[str, Any]:
-    if variant == "stock":
+    if variant in ("stock", "stock_again"):
         return {}
     if variant == "upstream_off":
         return {"triton.mix_order_reduction": False} if has_upstream_mix_order() else {}
@@ -152,7 +158,7 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
                    norms_declined=norms["declined"],
                    declined_reasons=" ".join(f"{r}:{n}" for r, n in sorted(declined.items())),
                    mix_order_kernels=inductor_ext.metrics.mix_order_kernels)
-    elif variant == "stock":
+    elif variant in ("stock", "stock_again"):
         row["mix_order_kernels"] = upstream_kernels()
     zero = zero_grads(eager)
     row["zero_grads"] = " ".join(sorted(zero))
@@ -190,8 +196,12 @@ def bench_model(name: str, args: argparse.Namespace, size: models.Size,
                                        "error": f"{type(exc).__name__}: {exc}"[:300]})
     if timer is not None:
         graphs = {v: r.graph for v, r in results.items() if r.graph is not None}
-        for variant, us in interleaved_us(timer, graphs, args.rounds).items():
-            results[variant].row["step_us"] = round(us, 1)
+        per_round = interleaved_rounds(timer, graphs, args.rounds, single_replay=True)
+        for variant, times in per_round.items():
+            results[variant].row["step_us"] = round(statistics.median(times), 1)
+            if "stock" in per_round:
+                lo, hi = paired_ratio_range(per_round["stock"], times)
+                results[variant].row["vs_stock_range"] = f"{lo:.3f}-{hi:.3f}"
         for r in results.values():
             if r.step is not None:
                 from triton.testing import do_bench
@@ -214,7 +224,10 @@ def print_model(name: str, rows: list[dict[str, Any]]) -> None:
             continue
         timing = ""
         if r.get("step_us") is not None:
-            rel = f" ({base / r['step_us']:.3f}x stock)" if base else ""
+            rel = f" ({base / r['step_us']:.3f}x stock" if base else ""
+            if base and r.get("vs_stock_range"):
+                rel += f", rounds {r['vs_stock_range']}"
+            rel += ")" if base else ""
             timing = f"  step {r['step_us']:10.1f} us{rel} [{r.get('timing', '')}]"
         print(f"  {r['variant']:13s} max grad rel err vs eager "
               f"{r['max_grad_err_vs_eager']:.2e}"
@@ -268,7 +281,8 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     ax1.set_title("norms: inductor_ext")
     ax1.legend()
     timed = any(r.get("step_us") for r in rows)
-    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+    variants = [v for v in VARIANTS + CONTROL_VARIANTS
+                if any(r["variant"] == v for r in rows)]
     width = 0.8 / max(1, len(variants))
     for i, variant in enumerate(variants):
         values = []
@@ -307,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="", help="e.g. 'hidden=1024,layers=2' (models.Size)")
     ap.add_argument("--always-fuse", action=argparse.BooleanOptionalAction, default=None,
                     help="skip the profitability model (default: on for cpu, off for cuda)")
-    ap.add_argument("--rounds", type=int, default=5, help="timing rounds, variants in turns")
+    ap.add_argument("--rounds", type=int, default=31,
+                    help="timing rounds, variants in turns, one replay each (one replay "
+                    "of a step varied by up to 5%% on the H100)")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
     ap.add_argument("--csv", default="")
     ap.add_argument("--plot", default="")
@@ -320,11 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         if not interpreter_active():
             raise SystemExit(INTERPRETER_HINT)
     unknown = set(args.models.split(",")) - set(models.MODELS)
-    bad_variants = set(args.variants.split(",")) - set(VARIANTS)
+    bad_variants = set(args.variants.split(",")) - set(VARIANTS + CONTROL_VARIANTS)
     if unknown or bad_variants:
         raise SystemExit(f"unknown --models {sorted(unknown)} / --variants "
                          f"{sorted(bad_variants)}; models: {', '.join(models.MODELS)}; "
-                         f"variants: {', '.join(VARIANTS)}")
+                         f"variants: {', '.join(VARIANTS + CONTROL_VARIANTS)}")
     args.dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     if args.always_fuse is None:
         args.always_fuse = args.device == "cpu"

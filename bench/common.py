@@ -224,17 +224,47 @@ class GraphTimer:
         with mock.patch.object(driver.active, "clear_cache", self._clear):
             return do_bench(graph.replay, warmup=10, rep=rep_ms, return_mode="median") * 1e3
 
+    def replay_us(self, graph: torch.cuda.CUDAGraph) -> float:
+        """One replay after an emptied L2, timed by CUDA events. For steps of milliseconds
+        (a model's training step) do_bench times one replay per call anyway, after five
+        estimating replays and a warm-up: this is the same sample at an eighth of the cost,
+        so a run can afford the rounds that a 5% per-replay spread needs."""
+        self.flush_l2()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3
 
-def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
-                   rounds: int) -> dict[str, float]:
-    """Median over `rounds` of each graph's do_bench time, the variants taking turns (in a
-    rotated order each round), so clock or power drift over the run hits them alike."""
+
+def interleaved_rounds(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
+                       rounds: int, single_replay: bool = False) -> dict[str, list[float]]:
+    """Each graph's time per round, the variants taking turns (in a rotated order each
+    round), so clock or power drift over the run hits them alike. Round r of one variant
+    and round r of another ran back to back: their ratio is a paired sample. A round is
+    a do_bench of 50 ms, or with `single_replay` one replay (`GraphTimer.replay_us`)."""
     names = list(graphs)
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(timer.time_us(graphs[name], rep_ms=50))
-    return {n: statistics.median(t) for n, t in times.items()}
+            times[name].append(timer.replay_us(graphs[name]) if single_replay
+                               else timer.time_us(graphs[name], rep_ms=50))
+    return times
+
+
+def interleaved_us(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
+                   rounds: int) -> dict[str, float]:
+    """Median over `rounds` of each graph's time (`interleaved_rounds`)."""
+    return {n: statistics.median(t)
+            for n, t in interleaved_rounds(timer, graphs, rounds).items()}
+
+
+def paired_ratio_range(base: Sequence[float], other: Sequence[float]) -> tuple[float, float]:
+    """Lowest and highest per-round speed ratio base / other of two interleaved series."""
+    ratios = [b / o for b, o in zip(base, other)]
+    return min(ratios), max(ratios)
 
 
 def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> None:

@@ -3,10 +3,10 @@
 # (bench/README.md, "An H100 session"). Results and logs go to $OUT (default ./h100_out).
 # Every bench checks its gradients against a reference before it times anything.
 #
-#   bash bench/h100_session.sh models     # 7 models, with declines logged
+#   bash bench/h100_session.sh models [M,M]  # 7 models (or those named), declines logged
 #   bash bench/h100_session.sh kernels    # the 16 bench cases (with Liger) + DiT blocks
 #   bash bench/h100_session.sh heldout    # cost model on shapes it was not fitted on
-#   bash bench/h100_session.sh diagnose   # Qwen3's q/k norms and BERT's slow fused kernel
+#   bash bench/h100_session.sh diagnose   # Qwen3's and T5's kernels, profiled in turns
 #   bash bench/h100_session.sh host       # host time per backward call, no CUDA graphs
 #   bash bench/h100_session.sh sweep K/P  # part K of P of the full calibration sweep
 #
@@ -32,9 +32,13 @@ fi
 log() { tee -a "$OUT/$1.log"; }
 case $stage in
   models)
+    # All 7 models take ~14 min on the H100 (mostly compiles): two calls, e.g.
+    # `models llama,qwen3,gemma,gpt2` then `models bert,t5,dit`.
+    only=${2:-}
+    name=models_h100${only:+_${only//,/_}}
     TORCH_LOGS=+inductor_ext TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_fusion,mix_order_reject \
-      $PY bench/bench_models.py --device cuda --csv "$OUT/models_h100.csv" \
-      --plot "$OUT/models_h100.png" 2>&1 | log models
+      $PY bench/bench_models.py --device cuda ${only:+--models "$only"} --csv "$OUT/$name.csv" \
+      --plot "$OUT/$name.png" 2>&1 | log models
     cp metric_table_mix_order_*.csv "$OUT/" 2>/dev/null || true
     ;;
   kernels)
@@ -55,19 +59,13 @@ case $stage in
     done
     ;;
   diagnose)
-    # Qwen3 at 2 layers: its q/k norms (declined on the H100 of 2026-11-23) with the hook's
-    # reasons and the generated code; BERT: per-kernel device time, then the code of the
-    # kernel that made its step slower (and the configs its autotuner timed).
-    TORCH_LOGS=+inductor_ext,output_code $PY bench/bench_models.py --device cuda \
-      --models qwen3 --size layers=2 --rounds 1 > "$OUT/qwen3_code.log" 2>&1
-    grep -v output_code "$OUT/qwen3_code.log" | grep -E "declined|^qwen3|^  " | log diagnose
-    $PY bench/profile_model.py --model bert --csv "$OUT/bert_kernels_h100.csv" 2>&1 \
-      | log diagnose
-    TORCH_LOGS=+inductor_ext,output_code $PY bench/profile_model.py --model bert \
-      --variants inductor_ext --steps 1 --top 0 > "$OUT/bert_code.log" 2>&1
-    # Llama: 9/9 norms fused and 0.997 of stock; which kernels differ
-    $PY bench/profile_model.py --model llama --csv "$OUT/llama_kernels_h100.csv" 2>&1 \
-      | log diagnose
+    # Per-kernel device time, the variants profiled in turns with an A/A control
+    # (stock_again): Qwen3 (0.990 of stock on 2026-11-23, its q/k norms fused since that
+    # day; stock leaves them) and T5 (0.998, per-round ratios 0.994-1.001).
+    for model in qwen3 t5; do
+      $PY bench/profile_model.py --model $model --variants stock,inductor_ext,stock_again \
+        --top 30 --csv "$OUT/${model}_kernels_h100.csv" 2>&1 | log diagnose
+    done
     ;;
   host)
     # 1000 back-to-back backward calls per variant, CPU clock; cProfile dumps of each

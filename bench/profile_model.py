@@ -5,8 +5,12 @@
 
 Finds the kernel behind a step-time gap in `bench_models.py` (on the H100, BERT's step
 was 1.9% slower with inductor_ext although every norm fused). Each variant compiles the
-model as bench_models.py does, runs a few steps, then times `--steps` under
-torch.profiler; printed: each variant's kernels by device time per step, with call counts.
+model and captures its step in a CUDA graph as bench_models.py does (gradients checked
+against eager); then `--steps` rounds profile one replay of each variant in turns, after
+the same L2 flush, so clock drift over the run hits every variant alike (profiled one
+after another, a second compile of stock ran 0.9% slower than the first on the H100).
+Printed: each variant's kernels by device time per step, with launches per step. Add
+`stock_again` (stock compiled a second time) to see what noise alone moves.
 """
 
 from __future__ import annotations
@@ -23,34 +27,51 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_models  # noqa: E402
-from common import require_cuda, write_rows  # noqa: E402
+from common import GraphTimer, require_cuda, write_rows  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing import models  # noqa: E402
 
+KernelTimes = dict[str, list[float]]  # kernel name -> [device µs per step, launches per step]
 
-def kernel_times(work: models.Workload, variant: str, steps: int) -> dict[str, list[float]]:
-    """Kernel name -> [device µs per step, launches per step] of one variant."""
-    torch._dynamo.reset()
-    params = [p for p in work.model.parameters() if p.requires_grad]
-    with torch._inductor.config.patch({**bench_models.compile_options(variant),
-                                       "fx_graph_cache": False}), \
-            torch._functorch.config.patch(enable_autograd_cache=False), \
-            inductor_ext.config.patch(always_fuse=False):
-        compiled = torch.compile(work.model)
-        for _ in range(3):
-            torch.autograd.grad(work.loss(compiled), params)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                torch.autograd.grad(work.loss(compiled), params)
+
+def captured_steps(work: models.Workload, variants: list[str],
+                   timer: GraphTimer) -> dict[str, torch.cuda.CUDAGraph]:
+    """Each variant's training step in a CUDA graph (bench_models.run_variant: compiled as
+    there, the default profitability model, gradients against eager)."""
+    eager = models.grads(work)
+    run_args = argparse.Namespace(device="cuda", dtype="bf16", always_fuse=False)
+    graphs = {}
+    for variant in variants:
+        result = bench_models.run_variant(work, variant, run_args, eager, timer)
+        if result.graph is None:
+            raise SystemExit(f"profile_model: {variant}'s step could not be captured in a "
+                             f"CUDA graph ({result.row.get('timing')})")
+        print(f"{work.name} {variant}: max grad rel err vs eager "
+              f"{result.row['max_grad_err_vs_eager']:.2e}", flush=True)
+        graphs[variant] = result.graph
+    return graphs
+
+
+def kernel_times_in_turns(graphs: dict[str, torch.cuda.CUDAGraph], timer: GraphTimer,
+                          steps: int) -> dict[str, KernelTimes]:
+    """Per variant, kernel device time and launches per step over `steps` profiled
+    replays, the variants taking turns in a rotated order each round."""
+    names = list(graphs)
+    out: dict[str, KernelTimes] = {
+        n: collections.defaultdict(lambda: [0.0, 0.0]) for n in names}
+    for r in range(steps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            timer.flush_l2()
             torch.cuda.synchronize()
-    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for evt in prof.events():
-        if evt.device_type == torch.autograd.DeviceType.CUDA:
-            out[evt.name][0] += evt.device_time_total / steps
-            out[evt.name][1] += 1 / steps
-    return dict(out)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                graphs[name].replay()
+                torch.cuda.synchronize()
+            for evt in prof.events():
+                if evt.device_type == torch.autograd.DeviceType.CUDA:
+                    out[name][evt.name][0] += evt.device_time_total / steps
+                    out[name][evt.name][1] += 1 / steps
+    return {n: dict(t) for n, t in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,21 +79,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="bert", choices=models.MODELS)
     ap.add_argument("--variants", default="stock,inductor_ext")
     ap.add_argument("--size", default="", help="e.g. 'layers=2' (over bench_models' size)")
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=9, help="profiled rounds, variants in turns")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--csv", default="")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
-    if set(variants) - set(bench_models.VARIANTS):
-        raise SystemExit(f"unknown --variants {sorted(set(variants) - set(bench_models.VARIANTS))}"
-                         f"; one of {', '.join(bench_models.VARIANTS)}")
+    known = bench_models.VARIANTS + bench_models.CONTROL_VARIANTS
+    if set(variants) - set(known):
+        raise SystemExit(f"unknown --variants {sorted(set(variants) - set(known))}"
+                         f"; one of {', '.join(known)}")
     require_cuda("profile_model")
     inductor_ext.disable()  # "stock" means stock
     size = bench_models.parse_size(args.size, bench_models.GPU_SIZE)
     work = models.build(args.model, size).to("cuda", torch.bfloat16)
     rows: list[dict[str, Any]] = []
-    for variant in variants:
-        times = kernel_times(work, variant, args.steps)
+    timer = GraphTimer()
+    per_variant = kernel_times_in_turns(captured_steps(work, variants, timer), timer,
+                                        args.steps)
+    for variant, times in per_variant.items():
         total = sum(us for us, _ in times.values())
         print(f"{args.model} {variant}: {total:.1f} µs of kernels per step")
         for name, (us, calls) in sorted(times.items(), key=lambda kv: -kv[1][0])[:args.top]:
