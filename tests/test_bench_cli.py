@@ -205,3 +205,37 @@ def test_bench_models_leaves_out_gradients_that_are_only_rounding():
     zero = bench_models.zero_grads(grads)
     assert zero == {"bert.encoder.layer.0.attention.self.key.bias"}
     assert bench_models.zero_grads({"a": torch.ones(3), "b": torch.full((3,), 1e-3)}) == set()
+
+
+class _RecordingTimer:
+    """Stands in for GraphTimer: each 'graph' is a name, timed as its next listed time."""
+
+    def __init__(self, times: dict[str, list[float]]) -> None:
+        self.times = {n: list(t) for n, t in times.items()}
+        self.order: list[str] = []
+
+    def replay_us(self, graph: str) -> float:
+        self.order.append(graph)
+        return self.times[graph].pop(0)
+
+    def time_us(self, graph: str, rep_ms: int = 100) -> float:
+        return self.replay_us(graph)
+
+
+def test_rounds_rotate_the_variants_and_pair_their_samples():
+    timer = _RecordingTimer({"stock": [100, 110, 90], "ext": [95, 100, 100]})
+    times = common.interleaved_rounds(timer, {"stock": "stock", "ext": "ext"}, 3,
+                                      single_replay=True)
+    assert timer.order == ["stock", "ext", "ext", "stock", "stock", "ext"]
+    assert times == {"stock": [100, 110, 90], "ext": [95, 100, 100]}
+    lo, hi = common.paired_ratio_range(times["stock"], times["ext"])
+    assert (round(lo, 3), round(hi, 3)) == (0.9, 1.1)
+
+
+def test_bench_models_takes_the_aa_control_variant():
+    import bench_models
+
+    assert bench_models.compile_options("stock_again") == bench_models.compile_options("stock")
+    assert "vs_stock_range" in bench_models.FIELDS
+    with pytest.raises(SystemExit, match="stock_twice"):
+        bench_models.main(["--device", "cpu", "--variants", "stock,stock_twice"])
