@@ -59,6 +59,9 @@ from inductor_ext.testing.reference import max_rel_err  # noqa: E402
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 #: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
 CONTROL_VARIANTS = ("stock_again",)
+ALL_VARIANTS = VARIANTS + CONTROL_VARIANTS
+#: The variants compiled as stock torch.compile.
+STOCK_VARIANTS = ("stock", "stock_again")
 DEFAULT_MODELS = "llama,qwen3,gemma,gpt2,bert,t5,dit"
 #: Training sizes for the GPU run: 4 x 2048 tokens (8192 rows per norm), a 2048-wide
 #: model of 4 layers.
@@ -99,7 +102,7 @@ def parse_size(spec: str, base: models.Size) -> models.Size:
 
 
 def compile_options(variant: str) -> dict[str, Any]:
-    if variant in ("stock", "stock_again"):
+    if variant in STOCK_VARIANTS:
         return {}
     if variant == "upstream_off":
         return {"triton.mix_order_reduction": False} if has_upstream_mix_order() else {}
@@ -158,7 +161,7 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
                    norms_declined=norms["declined"],
                    declined_reasons=" ".join(f"{r}:{n}" for r, n in sorted(declined.items())),
                    mix_order_kernels=inductor_ext.metrics.mix_order_kernels)
-    elif variant in ("stock", "stock_again"):
+    elif variant in STOCK_VARIANTS:
         row["mix_order_kernels"] = upstream_kernels()
     zero = zero_grads(eager)
     row["zero_grads"] = " ".join(sorted(zero))
@@ -224,10 +227,10 @@ def print_model(name: str, rows: list[dict[str, Any]]) -> None:
             continue
         timing = ""
         if r.get("step_us") is not None:
-            rel = f" ({base / r['step_us']:.3f}x stock" if base else ""
-            if base and r.get("vs_stock_range"):
-                rel += f", rounds {r['vs_stock_range']}"
-            rel += ")" if base else ""
+            rel = ""
+            if base:
+                rounds = f", rounds {r['vs_stock_range']}" if r.get("vs_stock_range") else ""
+                rel = f" ({base / r['step_us']:.3f}x stock{rounds})"
             timing = f"  step {r['step_us']:10.1f} us{rel} [{r.get('timing', '')}]"
         print(f"  {r['variant']:13s} max grad rel err vs eager "
               f"{r['max_grad_err_vs_eager']:.2e}"
@@ -281,8 +284,7 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     ax1.set_title("norms: inductor_ext")
     ax1.legend()
     timed = any(r.get("step_us") for r in rows)
-    variants = [v for v in VARIANTS + CONTROL_VARIANTS
-                if any(r["variant"] == v for r in rows)]
+    variants = [v for v in ALL_VARIANTS if any(r["variant"] == v for r in rows)]
     width = 0.8 / max(1, len(variants))
     for i, variant in enumerate(variants):
         values = []
@@ -336,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
         if not interpreter_active():
             raise SystemExit(INTERPRETER_HINT)
     unknown = set(args.models.split(",")) - set(models.MODELS)
-    bad_variants = set(args.variants.split(",")) - set(VARIANTS + CONTROL_VARIANTS)
+    bad_variants = set(args.variants.split(",")) - set(ALL_VARIANTS)
     if unknown or bad_variants:
         raise SystemExit(f"unknown --models {sorted(unknown)} / --variants "
                          f"{sorted(bad_variants)}; models: {', '.join(models.MODELS)}; "
-                         f"variants: {', '.join(VARIANTS + CONTROL_VARIANTS)}")
+                         f"variants: {', '.join(ALL_VARIANTS)}")
     args.dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     if args.always_fuse is None:
         args.always_fuse = args.device == "cpu"

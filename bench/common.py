@@ -7,7 +7,7 @@ import csv
 import os
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from unittest import mock
 
@@ -239,18 +239,24 @@ class GraphTimer:
         return start.elapsed_time(end) * 1e3
 
 
+def rotated_turns(names: Sequence[str], rounds: int) -> Iterator[str]:
+    """The names in turns, `rounds` times, each round starting one name further on, so
+    clock or power drift over a run hits every variant alike."""
+    for r in range(rounds):
+        k = r % len(names)
+        yield from list(names[k:]) + list(names[:k])
+
+
 def interleaved_rounds(timer: GraphTimer, graphs: dict[str, torch.cuda.CUDAGraph],
                        rounds: int, single_replay: bool = False) -> dict[str, list[float]]:
-    """Each graph's time per round, the variants taking turns (in a rotated order each
-    round), so clock or power drift over the run hits them alike. Round r of one variant
-    and round r of another ran back to back: their ratio is a paired sample. A round is
-    a do_bench of 50 ms, or with `single_replay` one replay (`GraphTimer.replay_us`)."""
-    names = list(graphs)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(timer.replay_us(graphs[name]) if single_replay
-                               else timer.time_us(graphs[name], rep_ms=50))
+    """Each graph's time per round, the variants taking turns (`rotated_turns`). Round r
+    of one variant and round r of another ran back to back: their ratio is a paired
+    sample. A round is a do_bench of 50 ms, or with `single_replay` one replay
+    (`GraphTimer.replay_us`)."""
+    times: dict[str, list[float]] = {n: [] for n in graphs}
+    for name in rotated_turns(list(graphs), rounds):
+        times[name].append(timer.replay_us(graphs[name]) if single_replay
+                           else timer.time_us(graphs[name], rep_ms=50))
     return times
 
 
@@ -267,20 +273,26 @@ def paired_ratio_range(base: Sequence[float], other: Sequence[float]) -> tuple[f
     return min(ratios), max(ratios)
 
 
+def profiled_replay(graph: torch.cuda.CUDAGraph, timer: GraphTimer) -> list[Any]:
+    """The kernel events of one replay under torch.profiler, after the L2 flush the timed
+    replays get (the flush stays outside the profile)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    timer.flush_l2()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
 def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> None:
     """Device time per kernel inside the timed graph (torch.profiler over a few replays,
     each after the same L2 flush as the timed ones, which stays outside the profile)."""
-    from torch.profiler import ProfilerActivity, profile
-
     events = []
     span = tail = 0.0
     for _ in range(replays):
-        timer.flush_l2()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            graph.replay()
-            torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        kernels = profiled_replay(graph, timer)
         events.extend(kernels)
         if kernels:
             # Device timeline of this replay: first kernel start to last kernel end, and

@@ -22,12 +22,17 @@ import sys
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_models  # noqa: E402
-from common import GraphTimer, require_cuda, write_rows  # noqa: E402
+from common import (  # noqa: E402
+    GraphTimer,
+    profiled_replay,
+    require_cuda,
+    rotated_turns,
+    write_rows,
+)
 
 import inductor_ext  # noqa: E402
 from inductor_ext.testing import models  # noqa: E402
@@ -57,20 +62,12 @@ def kernel_times_in_turns(graphs: dict[str, torch.cuda.CUDAGraph], timer: GraphT
                           steps: int) -> dict[str, KernelTimes]:
     """Per variant, kernel device time and launches per step over `steps` profiled
     replays, the variants taking turns in a rotated order each round."""
-    names = list(graphs)
     out: dict[str, KernelTimes] = {
-        n: collections.defaultdict(lambda: [0.0, 0.0]) for n in names}
-    for r in range(steps):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            timer.flush_l2()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                graphs[name].replay()
-                torch.cuda.synchronize()
-            for evt in prof.events():
-                if evt.device_type == torch.autograd.DeviceType.CUDA:
-                    out[name][evt.name][0] += evt.device_time_total / steps
-                    out[name][evt.name][1] += 1 / steps
+        n: collections.defaultdict(lambda: [0.0, 0.0]) for n in graphs}
+    for name in rotated_turns(list(graphs), steps):
+        for evt in profiled_replay(graphs[name], timer):
+            out[name][evt.name][0] += evt.device_time_total / steps
+            out[name][evt.name][1] += 1 / steps
     return {n: dict(t) for n, t in out.items()}
 
 
@@ -84,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", default="")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
-    known = bench_models.VARIANTS + bench_models.CONTROL_VARIANTS
+    known = bench_models.ALL_VARIANTS
     if set(variants) - set(known):
         raise SystemExit(f"unknown --variants {sorted(set(variants) - set(known))}"
                          f"; one of {', '.join(known)}")

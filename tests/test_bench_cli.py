@@ -239,3 +239,20 @@ def test_bench_models_takes_the_aa_control_variant():
     assert "vs_stock_range" in bench_models.FIELDS
     with pytest.raises(SystemExit, match="stock_twice"):
         bench_models.main(["--device", "cpu", "--variants", "stock,stock_twice"])
+
+
+def test_profile_model_sums_kernels_per_step_in_turns(monkeypatch):
+    import types
+
+    import profile_model
+
+    seen = []
+
+    def fake_replay(graph, timer):
+        seen.append(graph)
+        return [types.SimpleNamespace(name=f"k_{graph}", device_time_total=10.0)] * 2
+
+    monkeypatch.setattr(profile_model, "profiled_replay", fake_replay)
+    out = profile_model.kernel_times_in_turns({"stock": "stock", "ext": "ext"}, None, 4)
+    assert seen == ["stock", "ext", "ext", "stock"] * 2
+    assert out == {"stock": {"k_stock": [20.0, 2.0]}, "ext": {"k_ext": [20.0, 2.0]}}
