@@ -21,9 +21,11 @@ H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, 
 class _Launcher:
     """What the filter reads of Inductor's launchers: the config and the registers."""
 
-    def __init__(self, xblock: int, num_warps: int, n_regs: int | None) -> None:
+    def __init__(self, xblock: int, num_warps: int, n_regs: int | None,
+                 n_spills: int | None = 0) -> None:
         self.config = Config({"XBLOCK": xblock}, num_warps=num_warps)
         self.n_regs = n_regs
+        self.n_spills = n_spills
 
 
 _launcher = _Launcher
@@ -75,6 +77,36 @@ def test_unknown_registers_are_kept_and_nothing_is_emptied():
     cpu = DeviceProperties(type="cpu", index=None, multi_processor_count=2, cc="")
     assert autotune.within_planned_waves(
         launchers, _plan(256, 0), cpu) == launchers
+
+
+#: Qwen3's q-norm + RoPE backward, 131072x128 bf16 at 512 programs on the H100
+#: (bench/NOTES.md, session 15): (rows per iteration, warps, registers, spilled registers).
+#: The two spilling configs fit 4 programs per SM, one wave; the others need two or four.
+QWEN3_Q_NORM = [(64, 8, 255, 200), (32, 8, 242, 0), (32, 16, 125, 0), (16, 2, 255, 60),
+                (16, 4, 242, 0), (16, 8, 128, 0)]
+
+
+def test_spilling_configs_set_no_wave_minimum():
+    """Inductor times a config that spills as `inf`: keeping only spilling configs (the
+    fewest waves) left it nothing to choose from, and the kernel ran 1.8x slower."""
+    launchers = [_launcher(*c) for c in QWEN3_Q_NORM]
+    kept = autotune.within_planned_waves(launchers, _plan(512, 0), H100)
+    assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in kept] == [(16, 4), (16, 8)]
+    # a spill within Inductor's threshold is no spill
+    assert autotune.within_planned_waves(launchers, _plan(512, 0), H100,
+                                         spill_threshold=255) == [launchers[3]]
+    # every config spills: none is dropped for it, the wave filter decides as before
+    spilling = [launchers[0], launchers[3]]
+    assert autotune.within_planned_waves(spilling, _plan(512, 0), H100) == [launchers[3]]
+
+
+def test_the_benchmark_step_reads_inductors_spill_threshold():
+    launchers = [_launcher(*c) for c in QWEN3_Q_NORM]
+    meta = {autotune.PLAN_KEY: _plan(512, 0).to_meta()}
+    timed = _Tuner(launchers, meta).benchmark_all_configs()
+    assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in timed] == [(16, 4), (16, 8)]
+    timed = _Tuner(launchers, {**meta, "spill_threshold": 255}).benchmark_all_configs()
+    assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in timed] == [(16, 2)]
 
 
 def _shape(M: int, N: int, elem_bytes: int) -> ShapeInfo:

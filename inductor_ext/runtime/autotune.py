@@ -8,7 +8,10 @@ pipelining stages differ.
 
 Before timing, configs whose registers would run the grid in more waves than the plan
 allows (`LaunchPlan.max_extra_waves`) are dropped: at short kernels a second wave costs
-more than Inductor's timing noise shows (bench/NOTES.md, session 12).
+more than Inductor's timing noise shows (bench/NOTES.md, session 12). Configs that spill
+registers are dropped first and count for no wave minimum: Inductor times a spilling
+config as `inf`, so a filter that kept only spilling configs left the autotuner a blind
+pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 15).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ CONFIGS_KEY = "inductor_ext_configs"
 PLAN_KEY = "inductor_ext_plan"
 #: Registers are allocated to a warp in units of this many.
 _REGISTER_UNIT = 256
+#: Inductor's default for `inductor_meta["spill_threshold"]` on CUDA: a config spilling
+#: more registers than this is not timed (its time is `inf`).
+DEFAULT_SPILL_THRESHOLD = 16
 
 
 def resident_per_sm(n_regs: int | None, num_warps: int, props: Any) -> int | None:
@@ -60,15 +66,28 @@ def waves(programs: int, n_regs: int | None, num_warps: int, props: Any) -> int 
     return -(-programs // (per_sm * sms))
 
 
+def spills(launcher: Any, threshold: int) -> bool:
+    """The launcher spills more registers than Inductor's autotuner times."""
+    n_spills = getattr(launcher, "n_spills", None)
+    return n_spills is not None and n_spills > threshold
+
+
 def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
-                         props: Any) -> list[Any]:
+                         props: Any, spill_threshold: int = DEFAULT_SPILL_THRESHOLD
+                         ) -> list[Any]:
     """The launchers whose waves are at most the fewest plus the plan's allowance (the
-    ones with unknown waves stay; all stay when none is known or the plan sets none)."""
+    ones with unknown waves stay; all stay when none is known or the plan sets none).
+    Spilling launchers go first, unless every launcher spills."""
     if plan is None or plan.max_extra_waves is None or len(launchers) < 2:
         return list(launchers)
     allowance, programs = plan.max_extra_waves, plan.programs
     if not programs:
         return list(launchers)
+    spilling = [launcher for launcher in launchers if spills(launcher, spill_threshold)]
+    if spilling and len(spilling) < len(launchers):
+        log.debug("mix-order kernel, %d programs: configs %s spill registers; not timed",
+                  programs, [describe_config(launcher) for launcher in spilling])
+        launchers = [launcher for launcher in launchers if launcher not in spilling]
     counted = [(launcher, waves(programs, getattr(launcher, "n_regs", None),
                                 launcher.config.num_warps, props))
                for launcher in launchers]
@@ -80,10 +99,14 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     if len(kept) < len(launchers):
         log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves; "
                   "not timed", programs,
-                  [dict(launcher.config.kwargs, num_warps=launcher.config.num_warps)
-                   for launcher, w in counted if w is not None and w > limit],
+                  [describe_config(launcher) for launcher, w in counted
+                   if w is not None and w > limit],
                   limit)
     return kept
+
+
+def describe_config(launcher: Any) -> dict[str, Any]:
+    return dict(launcher.config.kwargs, num_warps=launcher.config.num_warps)
 
 
 class _PlannedWaves:
@@ -92,7 +115,9 @@ class _PlannedWaves:
     def benchmark_all_configs(self, *args: Any, **kwargs: Any) -> Any:
         meta = self.inductor_meta.get(PLAN_KEY)
         plan = LaunchPlan.from_meta(meta) if meta else None
-        self.launchers = within_planned_waves(self.launchers, plan, self.device_props)
+        threshold = self.inductor_meta.get("spill_threshold", DEFAULT_SPILL_THRESHOLD)
+        self.launchers = within_planned_waves(self.launchers, plan, self.device_props,
+                                              threshold)
         timings = super().benchmark_all_configs(*args, **kwargs)
         if plan is not None:
             log.debug("mix-order kernel %s, %d programs: timed %s",
@@ -108,8 +133,10 @@ def describe_timings(timings: dict[Any, float]) -> str:
     for launcher, ms in sorted(timings.items(), key=lambda item: item[1]):
         kwargs = ", ".join(f"{k}={v}" for k, v in sorted(launcher.config.kwargs.items()))
         regs = getattr(launcher, "n_regs", None)
+        spilled = getattr(launcher, "n_spills", None)
         parts.append(f"[{kwargs}, num_warps={launcher.config.num_warps}"
-                     f"{f', regs={regs}' if regs is not None else ''}] {ms:.4g} ms")
+                     f"{f', regs={regs}' if regs is not None else ''}"
+                     f"{f', spills={spilled}' if spilled else ''}] {ms:.4g} ms")
     return "; ".join(parts)
 
 
