@@ -72,9 +72,10 @@ def upstream_would_fuse(shape: ShapeInfo, gates: str) -> bool:
 
 
 def strided_run_bytes(shape: ShapeInfo, plan: LaunchPlan) -> int:
-    """Bytes of a strided operand one row block reads contiguously (its rows are adjacent
-    in memory)."""
-    return plan.block_m * shape.strided_elem_bytes
+    """Bytes of a strided operand one row block reads contiguously: block_m elements
+    where its rows are adjacent in memory, else one."""
+    rows = plan.block_m if shape.strided_rows_adjacent else 1
+    return rows * shape.strided_elem_bytes
 
 
 def strided_fused_s(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo,

@@ -54,6 +54,14 @@ def _nbytes(name: str) -> tuple[int, int]:
         return 0, 1
 
 
+def _has_axis(name: str, length: int) -> bool:
+    """Whether the graph buffer has an axis of `length` elements (True if unknown)."""
+    try:
+        return any(_hint(size) == length for size in V.graph.get_buffer(name).get_size())
+    except Exception:
+        return True
+
+
 def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> ShapeInfo:
     M_hint = _hint(cand.M)
     N = int(cand.N)
@@ -94,7 +102,11 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_elem_bytes=min([_nbytes(name)[1]
                                              for name in strided | column_strided] or [0]),
                      strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared),
-                     strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided))
+                     strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided),
+                     # a strided operand with no axis of N: each row is a piece of a
+                     # longer axis, and adjacent rows are not adjacent in memory
+                     strided_rows_adjacent=all(_has_axis(name, N)
+                                               for name in strided | column_strided))
 
 
 def planner_for_device(device: torch.device) -> planning.Planner:
