@@ -28,6 +28,7 @@ from inductor_ext.plan import (  # noqa: E402
     PlanOptions,
     ShapeInfo,
     cost,  # noqa: E402
+    split_rows_reason,
 )
 from inductor_ext.plan import cuda as cuda_plan  # noqa: E402
 
@@ -50,6 +51,10 @@ def shape_of(row: dict) -> ShapeInfo:
         # too; y in sum pairs, read by the row reduction only.
         info["strided_elem_bytes"] = info["strided_bytes"] // (int(row["M"]) * int(row["N"]))
         info["strided_shared_bytes"] = info["strided_bytes"] if row["op"] != "sum" else 0
+    if "row_pieces" not in info and info["N"] not in (int(row["N"]), int(row["M"])):
+        # Sweeps recorded before the field: the hook's rows were pieces of the case's rows
+        # (Inductor's split reduction) where its N is neither of the case's sizes.
+        info["row_pieces"] = int(row["N"]) // info["N"]
     return ShapeInfo(**info)
 
 
@@ -66,6 +71,9 @@ def decide(row: dict, tuning: CudaTuning | None = None, gates: str = "strict"
     options = PlanOptions(upstream_gates=gates)
     plan = cuda_plan.plan(shape, H100, tuning, options)
     est = cost.estimate(shape, plan, H100, tuning, options)
+    split = split_rows_reason(shape)  # the hook declines these before the model
+    if split:
+        est = dataclasses.replace(est, why_not=split)
     return est.fuse, est
 
 
@@ -90,6 +98,8 @@ def fit(rows: list[dict]) -> dict[str, float]:
     bw = H100.dram_bytes_per_s
     regimes: dict[str, list[tuple[float, float]]] = {"fused": [], "unfused": [],
                                                      "upstream": []}
+    # Groups of split rows are declined before the model (plan.split_rows_reason).
+    rows = [row for row in rows if shape_of(row).row_pieces == 1]
     for row in rows:
         shape = shape_of(row)
         if shape.strided_bytes or row["layout"] != "contiguous":

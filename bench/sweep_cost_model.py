@@ -340,6 +340,13 @@ def case_key(case: Case) -> str:
     return case.name.replace(" ", "_").replace("/", "-")
 
 
+def selected(case: Case, only: str) -> bool:
+    """Whether `case` passes --only: every word of one comma-separated filter is in its
+    name (an empty filter keeps every case)."""
+    filters = [f.split() for f in only.split(",") if f.strip()]
+    return not filters or any(all(word in case.name for word in words) for words in filters)
+
+
 def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
     """Compile every (case, variant) in `workers` processes sharing the cache dir, each
     recording the fused kernel's fusion-table row per case (a timing process served from
@@ -349,7 +356,8 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
              "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
-             "--records", str(record_dir), "--variants", ",".join(ARGS.variants)],
+             "--records", str(record_dir), "--variants", ",".join(ARGS.variants),
+             "--only", ARGS.only],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:
         _, err = p.communicate()
@@ -368,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
                     default="full")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
+    ap.add_argument("--only", default="",
+                    help="comma-separated words; keep the grid's cases whose name holds "
+                         "all words of one of them (e.g. 'transposed,x32768 bf16')")
     ap.add_argument("--compile-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker", default="0/1", help=argparse.SUPPRESS)
     ap.add_argument("--records", default="", help=argparse.SUPPRESS)
@@ -385,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
-    cases = grid(args.grid)[k::p][w::workers]
+    cases = [case for case in grid(args.grid) if selected(case, args.only)]
+    if not cases:
+        ap.error(f"--only {args.only!r}: no case of the {args.grid} grid matches")
+    cases = cases[k::p][w::workers]
     if args.device == "cuda":
         require_cuda("sweep_cost_model")
     out = os.path.abspath(args.csv) if args.csv else None

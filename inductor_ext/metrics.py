@@ -37,6 +37,7 @@ REASONS = (
     "partner_taken",
     "trivial_reduction",
     "not_profitable",
+    "split_rows",
     "unsupported_backend",
     "cpp_wrapper",
     "dynamic_segments",

@@ -86,12 +86,17 @@ QWEN3_Q_NORM = [(64, 8, 255, 200), (32, 8, 242, 0), (32, 16, 125, 0), (16, 2, 25
                 (16, 4, 242, 0), (16, 8, 128, 0)]
 
 
-def test_spilling_configs_set_no_wave_minimum():
+def test_spilling_configs_set_no_wave_minimum(caplog):
     """Inductor times a config that spills as `inf`: keeping only spilling configs (the
     fewest waves) left it nothing to choose from, and the kernel ran 1.8x slower."""
     launchers = [_launcher(*c) for c in QWEN3_Q_NORM]
-    kept = autotune.within_planned_waves(launchers, _plan(512, 0), H100)
+    with caplog.at_level("DEBUG", logger="inductor_ext"):
+        kept = autotune.within_planned_waves(launchers, _plan(512, 0), H100)
     assert [(k.config.kwargs["XBLOCK"], k.config.num_warps) for k in kept] == [(16, 4), (16, 8)]
+    (dropped,) = [r.getMessage() for r in caplog.records if "spill" in r.getMessage()]
+    assert dropped.endswith("configs [XBLOCK=64, num_warps=8, regs=255, spills=200] "
+                            "[XBLOCK=16, num_warps=2, regs=255, spills=60] spill registers; "
+                            "not timed")
     # a spill within Inductor's threshold is no spill
     assert autotune.within_planned_waves(launchers, _plan(512, 0), H100,
                                          spill_threshold=255) == [launchers[3]]

@@ -219,6 +219,73 @@ def test_strided_rows_that_are_pieces_of_a_longer_axis_are_priced_per_element():
     assert not _estimate(apart).fuse
 
 
+@pytest.mark.parametrize("storage,adjacent", [("NBT", True), ("NTB", False)])
+def test_the_hook_reads_whether_strided_rows_are_adjacent(plugin, tmp_path, monkeypatch,
+                                                          storage, adjacent):
+    """A [B, T, N] operand stored N-major: as [N, B, T] its row (b, t) + 1 is the next
+    element (runs of block_m elements), as [N, T, B] it is B elements away (one element
+    per request). The hook reads it off the row index's step, not from the sizes."""
+    monkeypatch.chdir(tmp_path)
+    B, T, N = 4, 16, 40
+    if storage == "NBT":
+        y = torch.randn(N, B, T).permute(1, 2, 0)
+    else:
+        y = torch.randn(N, T, B).permute(2, 1, 0)
+    x = torch.randn(B, T, N)
+
+    def pair(x, y):
+        return (x + y).sum(-1), x.sum((0, 1))
+
+    with torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion"):
+        rows, cols = torch.compile(pair)(x, y)
+    torch.testing.assert_close(rows, (x + y).sum(-1))
+    torch.testing.assert_close(cols, x.sum((0, 1)))
+    with open(os.path.join(tmp_path, "metric_table_mix_order_fusion.csv")) as f:
+        (row,) = list(csv.DictReader(f))
+    info = json.loads(row["shape_info"])
+    assert (info["M_hint"], info["N"]) == (B * T, N)
+    assert info["strided_bytes"] == B * T * N * 4
+    assert info["strided_rows_adjacent"] is adjacent
+
+
+def test_rows_inductor_split_into_pieces_are_declined(plugin, tmp_path, monkeypatch):
+    """Few long rows: Inductor splits each row's reduction into pieces (forced here to 4,
+    as the H100 split 256 rows of 32768). The row side then holds partial sums over
+    64 rows of 1024; even under always_fuse it is declined as split_rows, with the pieces
+    named, and the result is Inductor's."""
+    from torch._inductor.choices import InductorChoices
+
+    from inductor_ext.testing.reference import max_rel_err, rms_backward, tolerance
+
+    monkeypatch.chdir(tmp_path)
+    M, N = 16, 4096
+    monkeypatch.setattr(InductorChoices, "reduction_split_factor",
+                        staticmethod(lambda device, reduction_numel_hint, numel_hint,
+                                     inner_reduction: 4 if reduction_numel_hint == N else 1))
+    x, w, dy, rstd = torch.randn(M, N), torch.randn(N), torch.randn(M, N), torch.rand(M, 1)
+    tables = "mix_order_fusion,mix_order_reject"
+    with torch._inductor.config.patch(enabled_metric_tables=tables):
+        dx, dw = torch.compile(rms_backward)(x, w, dy, rstd)
+    assert not os.path.exists(os.path.join(tmp_path, "metric_table_mix_order_fusion.csv"))
+    with open(os.path.join(tmp_path, "metric_table_mix_order_reject.csv")) as f:
+        (row,) = [r for r in csv.DictReader(f) if r["reason"] == "split_rows"]
+    assert (row["M"], row["N"]) == (str(M * 4), str(N // 4))
+    assert f"row of {N} into 4 pieces of {N // 4}" in row["detail"]
+    ref_dx, ref_dw = rms_backward(x.double(), w.double(), dy.double(), rstd.double())
+    assert max_rel_err(dx, ref_dx) < tolerance(torch.float32)
+    assert max_rel_err(dw, ref_dw) < tolerance(torch.float32)
+
+
+def test_the_committed_split_rows_all_ran_slower_fused():
+    """The sweep's groups whose rows Inductor had split (measured fused before the hook
+    declined them): every one is slower than stock, which is what split_rows_reason says."""
+    split = [r for r in _rows() if r["shape_info"]
+             and fit_cost_model.shape_of(r).row_pieces > 1]
+    assert len(split) == 12
+    assert max(fit_cost_model.measured_speedup(r) for r in split) < 1.0
+    assert all(not fit_cost_model.decide(r)[0] for r in split)
+
+
 def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_path,
                                                                    monkeypatch):
     """A column sum over dy times a transposed [M, N] operand the row side never reads:

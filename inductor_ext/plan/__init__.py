@@ -66,8 +66,23 @@ def planner_for(target: str) -> Planner:
                          f"known: {sorted(PLANNERS)}") from None
 
 
+def split_rows_reason(shape: ShapeInfo) -> str:
+    """Why a group whose rows are pieces of longer rows is not fused, on any target ("" if
+    its rows are whole). Inductor splits a reduction over few long rows (or over a
+    transposed operand) into partial sums; fused, the kernel saves only the column
+    kernel's second read, while dx still waits for the second stage, and the pieces' many
+    short rows pay for a workspace row per program. The H100 sweep ran all 12 such cases
+    slower fused (0.12-0.99x of stock: cost_sweep_h100.csv)."""
+    if shape.row_pieces <= 1:
+        return ""
+    return (f"Inductor split each row of {shape.N * shape.row_pieces} into "
+            f"{shape.row_pieces} pieces of {shape.N}: the row side holds partial sums, not "
+            "whole rows, so fusing saves only the column kernel's read")
+
+
 __all__ = [
     "PLANNERS", "AscendTuning", "CudaTuning", "DeviceInfo", "FinalizeBlock", "LaunchPlan",
     "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices", "device_info",
-    "options_from_config", "planner_for", "target_for", "tuning_from_config",
+    "options_from_config", "planner_for", "split_rows_reason", "target_for",
+    "tuning_from_config",
 ]

@@ -55,10 +55,13 @@ class ShapeInfo:
     #: column kernel walks them coalesced, the fused row loop a row block at a time.
     strided_column_bytes: int = 0
     #: Whether adjacent rows of those operands are adjacent in memory (a transposed
-    #: [M, N] operand: yes). A row that is one piece of a longer axis (Inductor's split
-    #: reduction over a transposed operand) reads one element per request: the H100 ran
-    #: sum 4096x4096 fp32 transposed, split into 131072 rows of 128, 4.6x slower fused.
+    #: [M, N] operand: yes; a permuted [N, T, B] read as [B*T, N] rows: no). Where they are
+    #: not, a row block reads one element per request instead of a block_m-element run.
     strided_rows_adjacent: bool = True
+    #: Pieces Inductor split each row into (1: whole rows). Its split reduction makes the
+    #: row side partial sums over M * k rows of N / k; the fused kernel then holds no
+    #: whole-row result, and dx needs another pass anyway (see `plan.split_rows_reason`).
+    row_pieces: int = 1
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""

@@ -86,7 +86,7 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     spilling = [launcher for launcher in launchers if spills(launcher, spill_threshold)]
     if spilling and len(spilling) < len(launchers):
         log.debug("mix-order kernel, %d programs: configs %s spill registers; not timed",
-                  programs, [describe_config(launcher) for launcher in spilling])
+                  programs, " ".join(describe_launcher(launcher) for launcher in spilling))
         launchers = [launcher for launcher in launchers if launcher not in spilling]
     counted = [(launcher, waves(programs, getattr(launcher, "n_regs", None),
                                 launcher.config.num_warps, props))
@@ -99,14 +99,21 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     if len(kept) < len(launchers):
         log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves; "
                   "not timed", programs,
-                  [describe_config(launcher) for launcher, w in counted
-                   if w is not None and w > limit],
+                  " ".join(describe_launcher(launcher) for launcher, w in counted
+                           if w is not None and w > limit),
                   limit)
     return kept
 
 
-def describe_config(launcher: Any) -> dict[str, Any]:
-    return dict(launcher.config.kwargs, num_warps=launcher.config.num_warps)
+def describe_launcher(launcher: Any) -> str:
+    """One config as the logs show it: its kwargs, warps, registers and spills (which one
+    a kernel runs is otherwise only in Inductor's cache)."""
+    kwargs = ", ".join(f"{k}={v}" for k, v in sorted(launcher.config.kwargs.items()))
+    regs = getattr(launcher, "n_regs", None)
+    spilled = getattr(launcher, "n_spills", None)
+    return (f"[{kwargs}, num_warps={launcher.config.num_warps}"
+            f"{f', regs={regs}' if regs is not None else ''}"
+            f"{f', spills={spilled}' if spilled else ''}]")
 
 
 class _PlannedWaves:
@@ -127,17 +134,10 @@ class _PlannedWaves:
 
 
 def describe_timings(timings: dict[Any, float]) -> str:
-    """Configs fastest first (rows per iteration, warps, registers, ms): which one a kernel
-    runs is otherwise only in Inductor's cache, and it explains a time off its prediction."""
-    parts = []
-    for launcher, ms in sorted(timings.items(), key=lambda item: item[1]):
-        kwargs = ", ".join(f"{k}={v}" for k, v in sorted(launcher.config.kwargs.items()))
-        regs = getattr(launcher, "n_regs", None)
-        spilled = getattr(launcher, "n_spills", None)
-        parts.append(f"[{kwargs}, num_warps={launcher.config.num_warps}"
-                     f"{f', regs={regs}' if regs is not None else ''}"
-                     f"{f', spills={spilled}' if spilled else ''}] {ms:.4g} ms")
-    return "; ".join(parts)
+    """Configs fastest first with their times: a time off the plan's prediction is often
+    the config the autotuner picked."""
+    return "; ".join(f"{describe_launcher(launcher)} {ms:.4g} ms"
+                     for launcher, ms in sorted(timings.items(), key=lambda item: item[1]))
 
 
 class MixOrderAutotuner(_PlannedWaves, CachingAutotuner):

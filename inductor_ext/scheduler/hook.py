@@ -16,7 +16,7 @@ import torch
 from .. import compat, diagnostics, metrics
 from .. import config as ext_config
 from .. import plan as planning
-from ..compat import BaseSchedulerNode, V
+from ..compat import BaseSchedulerNode, SchedulerNode, V
 from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..logs import log
@@ -25,7 +25,7 @@ from . import legality
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
-from .match import Candidate, cast_consumer, strided_column_reads
+from .match import Candidate, cast_consumer, row_steps, strided_column_reads
 from .origin import Attribution
 
 
@@ -54,12 +54,19 @@ def _nbytes(name: str) -> tuple[int, int]:
         return 0, 1
 
 
-def _has_axis(name: str, length: int) -> bool:
-    """Whether the graph buffer has an axis of `length` elements (True if unknown)."""
-    try:
-        return any(_hint(size) == length for size in V.graph.get_buffer(name).get_size())
-    except Exception:
-        return True
+def row_pieces(cand: Candidate) -> int:
+    """Pieces Inductor split each row of the group into: its split reduction's first stage
+    reduces M * k rows of N / k (compat.unsplit_records keeps what it was split from)."""
+    records = compat.unsplit_records()
+    pieces = 1
+    for sub in cand.inner.get_nodes():
+        buffer = getattr(sub, "node", None)
+        record = records.get(sub.get_name()) or (
+            records.get(buffer.get_name()) if buffer is not None else None)
+        if record is not None and sub.is_reduction():
+            whole = _hint(sympy.Mul(*record.reduction_ranges))
+            pieces = max(pieces, whole // int(cand.N))
+    return pieces
 
 
 def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> ShapeInfo:
@@ -81,8 +88,14 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     strided = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.reads
                if not compat.reads_rows_contiguously(dep)
                and _nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]}
-    column_strided = {name for col in cand.columns
-                      for name in strided_column_reads(col, cand.M, cand.N)} - strided
+    column_reads = [strided_column_reads(col, cand.M, cand.N) for col in cand.columns]
+    column_strided = {name for reads_ in column_reads for name in reads_.names} - strided
+    # Adjacent rows of a strided operand: a step of one element from row to row (x.t()),
+    # not a permuted [N, T, B] read as rows (b, t), nor pieces of a longer axis.
+    row_side_steps = [step for sub in cand.inner.get_nodes() if isinstance(sub, SchedulerNode)
+                      for step in row_steps(sub, strided, N)]
+    rows_adjacent = (all(abs(step) == 1 for step in row_side_steps)
+                     and all(reads_.rows_adjacent for reads_ in column_reads if reads_.names))
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
     # Unfused, every column reduction reads its inputs again in its own kernel.
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
@@ -103,10 +116,8 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                                              for name in strided | column_strided] or [0]),
                      strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared),
                      strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided),
-                     # a strided operand with no axis of N: each row is a piece of a
-                     # longer axis, and adjacent rows are not adjacent in memory
-                     strided_rows_adjacent=all(_has_axis(name, N)
-                                               for name in strided | column_strided))
+                     strided_rows_adjacent=rows_adjacent,
+                     row_pieces=row_pieces(cand))
 
 
 def planner_for_device(device: torch.device) -> planning.Planner:
@@ -126,6 +137,9 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     assert planner is not None  # matching decided the target
     segments = next((col.segments for col in cand.columns if col.segments > 1), 1)
     shape = shape_info(cand, legality.group_accumulator(cand.columns))
+    split = planning.split_rows_reason(shape)
+    if split:
+        return None, shape, "split_rows", split
     info = planning.device_info(cand.inner.get_device())
     tuning = planning.tuning_from_config(planner.target)
     options = planning.options_from_config()

@@ -24,6 +24,8 @@ Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
   Inductor's ``unroll_reductions_threshold``) that Inductor computes it without a
   reduction loop; there is no reduction to fuse it with.
 - ``not_profitable``: the cost model expects the unfused kernels to be faster.
+- ``split_rows``: Inductor split each row into pieces (a split reduction's first stage is
+  the row side), so no whole-row result rides the kernel (``plan.split_rows_reason``).
 - ``unsupported_backend``: the device is not generated through Inductor's Triton backend
   (for example the C++ CPU backend); recorded once per graph.
 - ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.

@@ -106,25 +106,73 @@ def index_symbols(prefix: str, n: int) -> list[sympy.Symbol]:
     return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
 
 
-def strided_column_reads(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> set[str]:
+def loop_step(index: sympy.Expr, var: sympy.Symbol, loop_vars: Sequence[sympy.Symbol]
+              ) -> int | None:
+    """Elements `index` moves when loop index `var` advances by one from the origin (every
+    loop index 0): a transposed read's stride, or a split axis's jump. None where it is
+    not a number (a symbolic size)."""
+    origin = {v: sympy.Integer(0) for v in loop_vars}
+    step = sympy.expand(index.xreplace({**origin, var: sympy.Integer(1)})
+                        - index.xreplace(origin))
+    return int(step) if step.is_Integer else None
+
+
+@dataclasses.dataclass(frozen=True)
+class StridedColumnReads:
+    """What a column reduction reads with a stride other than 1 along its columns."""
+
+    names: frozenset[str]
+    #: Whether every such read's rows are adjacent (a step of one element per row): a row
+    #: block then reads a run of block_m elements of it.
+    rows_adjacent: bool
+
+
+def strided_column_reads(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr
+                         ) -> StridedColumnReads:
     """The [M, N] buffers `col` reads with a stride other than 1 along its columns (the
     fused kernel's contiguous axis): a transposed operand Inductor's own column kernel
     walks coalesced, but the fused row loop reads a few elements per row at a time. A
     stride Inductor's algebra cannot tell counts as 1, as for the row side's reads."""
     (iter_sizes, red_sizes), body = column_loop_body(col)
-    if not iter_sizes:
-        return set()
+    if not iter_sizes or not red_sizes:
+        return StridedColumnReads(frozenset(), True)
     c_vars, r_vars = index_symbols("mo_c", len(iter_sizes)), index_symbols("mo_r", len(red_sizes))
-    inner = c_vars[-1]
-    out = set()
+    names, adjacent = set(), True
     for name in col.reads():
         if not is_full_matrix(name, M * N):
             continue
         for index in compat.memory_indices(body, [c_vars, r_vars], name, "load"):
-            step = sympy.expand(index.xreplace({inner: inner + 1}) - index)
-            if step.is_Integer and step not in (0, 1):
-                out.add(name)
-    return out
+            step = loop_step(index, c_vars[-1], [*c_vars, *r_vars])
+            if step is not None and step not in (0, 1):
+                names.add(name)
+                adjacent &= abs(loop_step(index, r_vars[-1], [*c_vars, *r_vars]) or 1) == 1
+    return StridedColumnReads(frozenset(names), adjacent)
+
+
+def row_steps(node: SchedulerNode, names: set[str], N: int) -> list[int]:
+    """Elements each read of `names` by one of the row side's nodes moves from one row to
+    the next: the step of its row index (the loop index whose inner sizes make up N
+    elements). Steps the algebra cannot tell are left out."""
+    (iter_sizes, red_sizes), body = compat.loop_body_of(node)
+    sizes = [int(V.graph.sizevars.optimization_hint(s)) for s in [*iter_sizes, *red_sizes]]
+    loop_vars = index_symbols("mo_x", len(sizes))
+    inner = 1
+    row_var = None
+    for var, size in zip(reversed(loop_vars), reversed(sizes), strict=True):
+        if inner == N:
+            row_var = var
+            break
+        inner *= size
+    if row_var is None:
+        return []
+    args = [loop_vars[:len(iter_sizes)], loop_vars[len(iter_sizes):]]
+    steps = []
+    for name in names:
+        for index in compat.memory_indices(body, args, name, "load"):
+            step = loop_step(index, row_var, loop_vars)
+            if step is not None:
+                steps.append(step)
+    return steps
 
 
 def numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
