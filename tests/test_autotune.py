@@ -1,13 +1,17 @@
 """Which launch configs Inductor's autotuner gets to time: the planned waves."""
 
+import dataclasses
+
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch._inductor.runtime.hints import DeviceProperties
 from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 from torch._inductor.utils import run_and_get_code
 from triton import Config
 
 import inductor_ext
-from inductor_ext.plan import CudaTuning, DeviceInfo, LaunchPlan, ShapeInfo
+from inductor_ext.plan import CudaTuning, DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
 from inductor_ext.plan import cuda as cuda_plan
 from inductor_ext.runtime import autotune
 from inductor_ext.testing.reference import assert_close, rms_backward
@@ -16,6 +20,11 @@ from inductor_ext.testing.reference import assert_close, rms_backward
 H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9,
                         regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
                         max_threads_per_block=1024, warp_size=32)
+
+#: The same H100 as planning sees it (registers and L1 decide the tiles).
+H100_INFO = DeviceInfo(type="cuda", name="NVIDIA H100 80GB HBM3", cores=132,
+                       l2_bytes=50 * 2**20, register_file_bytes=4 * 65536,
+                       l1_bytes=256 * 1024, dram_bytes_per_s=3.352e12, capability=(9, 0))
 
 
 class _Launcher:
@@ -190,3 +199,23 @@ def test_fused_kernels_with_configs_get_our_autotuner(cuda_knobs, plugin, monkey
     assert "'max_extra_waves': 0" in code
     assert kinds == [autotune.MixOrderAutotuner]
     assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(M=st.integers(1, 1 << 22), N=st.sampled_from([64, 256, 768, 1024, 4096, 8192, 16384]),
+       elem_bytes=st.sampled_from([2, 4]), columns=st.integers(1, 3),
+       tile_elems=st.sampled_from([1024, 4096, 8192, 32768, 131072]))
+def test_a_plan_with_one_config_runs_that_config(M, N, elem_bytes, columns, tile_elems):
+    """One config is not autotuned, so the kernel runs the plan's block_m and warps: they
+    must be that config. tile_elems 32768 at 65536x1024 had left block_m 32 at 8 warps
+    beside its one config (XBLOCK 8): every kernel 8-20x slower on the H100."""
+    nbytes = 3 * M * N * elem_bytes
+    shape = ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns,
+                      elem_bytes=elem_bytes, shared_bytes=2 * M * N * elem_bytes,
+                      total_bytes=nbytes, unfused_bytes=nbytes + 2 * M * N * elem_bytes,
+                      row_elem_bytes=3 * elem_bytes, device=torch.device("cuda"))
+    tuning = dataclasses.replace(CudaTuning(), tile_elems=tile_elems)
+    plan = cuda_plan.plan(shape, H100_INFO, tuning, PlanOptions())
+    if len(plan.configs) == 1:
+        config = dict(plan.configs[0])
+        assert (config["XBLOCK"], config["num_warps"]) == (plan.block_m, plan.num_warps)

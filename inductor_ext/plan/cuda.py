@@ -225,6 +225,12 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         configs = (register_tiled_configs(r0_block, max_warps,
                                           rows_in_l1(shape, device, tuning)) if register_tiles
                    else candidate_configs(tuning, block_m, r0_block, max_warps))
+    if len(configs) == 1:
+        # One config is not autotuned: the kernel runs the plan's own XBLOCK and warps, so
+        # they must be that config (a tile_elems of 32768 at N=1024 had left block_m 32
+        # at 8 warps, which no config holds: 20x slower from spills on the H100).
+        fixed = dict(configs[0])
+        block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
     final_step = None
     if tuning.generated_final_step:
         final_step = final_step_block(
