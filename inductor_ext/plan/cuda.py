@@ -189,6 +189,9 @@ def extra_waves_allowed(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
 
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
          options: PlanOptions) -> LaunchPlan:
+    if shape.strided_bytes or shape.strided_column_bytes:
+        tuning = dataclasses.replace(tuning, tile_elems=tuning.strided_tile_elems,
+                                     programs_per_sm=tuning.strided_programs_per_sm)
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
     register_tiles = register_tiles_for(shape, device, tuning) if column_tiled else 0

@@ -20,6 +20,14 @@ class CudaTuning:
     tile_elems: int = 8192
     #: Resident programs per SM at most (the workspace has one row per program).
     programs_per_sm: int = 4
+    #: The same two for groups with an operand read with a stride along the row (a
+    #: transposed input): a row block then reads it in runs of XBLOCK elements, so fewer,
+    #: larger programs (twice the rows per tile, twice the warps) read longer runs. H100,
+    #: fused µs at 4 / 2 programs per SM: rms 16384x4096 bf16 536.6 / 303.6 (stock 366),
+    #: rms 65536x1024 bf16 198.5 / 175.6, sum 65536x1024 bf16 164.2 / 121.4 (stock 159),
+    #: fp32 278.7 / 212.9 (stock 274); one per SM at 32768 elements: about the same.
+    strided_tile_elems: int = 16384
+    strided_programs_per_sm: int = 2
     #: Workspace bytes written may cost at most this share of the kernel's own bytes;
     #: fewer programs per SM are used when they would (large N, few rows). Few rows per
     #: program are not compensated with more programs: with strided rows and double
@@ -90,17 +98,19 @@ class CudaTuning:
     min_rows_per_program: int = 4
     #: Strided operands (plan/cost.py), fitted by bench/fit_cost_model.py on the sweep's
     #: transposed / contiguous pairs: the fused loop's time per contiguous run of one, as
-    #: a multiple of a 32-byte sector's DRAM time (4-byte runs, rms 16384x4096: +388 us;
-    #: 128-byte runs, sums 262144x256 fp32: +22 us) ...
-    strided_sector_cost: float = 1.19
+    #: a multiple of a 32-byte sector's DRAM time (at the strided tiles above: 8-byte runs,
+    #: rms 16384x4096 bf16: +160 us over its coalesced twin; 256-byte runs, sums 262144x256
+    #: fp32: +8 us) ...
+    strided_sector_cost: float = 0.98
     #: ... and Inductor's unfused kernels' time per strided byte, as a multiple of its DRAM
     #: time, in the row kernel (sum pairs: +2..24 us) and, for the bytes it shares, in the
     #: column kernel as well (rms: +75..125 us).
     strided_row_kernel_cost: float = 0.21
-    strided_column_kernel_cost: float = 2.27
-    #: Strided groups fuse only when predicted below this share of stock: the pairs are
-    #: few and the unfused model's error on them is larger than its fit's.
-    strided_stock_share: float = 0.70
+    strided_column_kernel_cost: float = 2.25
+    #: Strided groups fuse only when predicted below this share of stock: the lowest
+    #: predicted ratio of a transposed pair measured slower fused, 1 while none is (all 21
+    #: pairs of the H100 sweeps ran 1.06-2.06x faster fused at the strided tiles).
+    strided_stock_share: float = 1.0
     #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
     #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
     #: 0.94x of stock), and the configs of two rows per iteration only when two do.
