@@ -272,6 +272,15 @@ def install_cache_hit_hook(on_hit: Callable[[Any], None]) -> bool:
     return True
 
 
+def split_record_of(snode: Any) -> UnsplitReduction | None:
+    """The record of the reduction `snode` is the first stage of (keyed by its buffer;
+    an operation name is tried too), or None when it is no split's first stage."""
+    records = unsplit_records()
+    buffer = getattr(snode, "node", None)
+    return records.get(snode.get_name()) or (
+        records.get(buffer.get_name()) if buffer is not None else None)
+
+
 def computed_buffer_for(record: UnsplitReduction, name: str) -> ir.ComputedBuffer:
     """A throw-away ComputedBuffer of the unsplit reduction, used only for its LoopBody."""
     data = ir.Reduction(

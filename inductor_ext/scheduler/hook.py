@@ -57,12 +57,9 @@ def _nbytes(name: str) -> tuple[int, int]:
 def row_pieces(cand: Candidate) -> int:
     """Pieces Inductor split each row of the group into: its split reduction's first stage
     reduces M * k rows of N / k (compat.unsplit_records keeps what it was split from)."""
-    records = compat.unsplit_records()
     pieces = 1
     for sub in cand.inner.get_nodes():
-        buffer = getattr(sub, "node", None)
-        record = records.get(sub.get_name()) or (
-            records.get(buffer.get_name()) if buffer is not None else None)
+        record = compat.split_record_of(sub)
         if record is not None and sub.is_reduction():
             whole = _hint(sympy.Mul(*record.reduction_ranges))
             pieces = max(pieces, whole // int(cand.N))

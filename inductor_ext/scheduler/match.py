@@ -221,7 +221,7 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
             if not isinstance(sub, SchedulerNode) or not sub.is_reduction():
                 continue
             rtype = compat.reduction_type_of(sub)
-            if rtype is None or sub.get_name() in records or sub.node.get_name() in records:
+            if rtype is None or compat.split_record_of(sub) is not None:
                 # Not a plain reduction, or the first stage of a split one (keyed by its
                 # buffer; its partial sums over row segments would also look segmented).
                 continue
