@@ -34,6 +34,7 @@ from common import (  # noqa: E402
     FLUSH_MODES,
     OURS,
     GraphTimer,
+    apply_setting,
     check,
     compile_options,
     copy_tbps,
@@ -189,16 +190,6 @@ def plot(rows: list[dict], copy: float, path: str, title: str | None = None) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")
-
-
-def apply_setting(setting: str) -> None:
-    """`--setting 'knob=value;...'`: CUDA tuning knobs for every compile of this run."""
-    from inductor_ext.plan.tuning import parse_settings
-
-    try:
-        inductor_ext.config.tuning = {"cuda": parse_settings("cuda", setting)}
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
 
 
 def log_autotuning(path: str) -> None:

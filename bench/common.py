@@ -347,3 +347,15 @@ class Block(nn.Module):
         x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
         n = self.norm2(x)
         return x + self.down(F.silu(self.gate(n)) * self.up(n))
+
+
+def apply_setting(setting: str) -> None:
+    """`--setting 'knob=value;...'`: CUDA tuning knobs for every compile of this run
+    (through `inductor_ext.config.tuning`, part of the cache key); a bad one exits naming
+    it."""
+    from inductor_ext.plan.tuning import parse_settings
+
+    try:
+        inductor_ext.config.tuning = {"cuda": parse_settings("cuda", setting)}
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None

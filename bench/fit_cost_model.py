@@ -121,7 +121,30 @@ def fit(rows: list[dict]) -> dict[str, float]:
         out[f"{name}_efficiency"] = 1 / slope
         out[f"{name}_points"] = len(points)
     out.update(fit_strided(rows))
+    out.update(fit_column_groups(rows))
     return out
+
+
+def fit_column_groups(rows: list[dict]) -> dict[str, float]:
+    """The column groups' extra read cost: each grouped row's measured fused time over
+    the model's without that term, per (groups - 1) x shared bytes at DRAM bandwidth
+    (least squares through zero)."""
+    points = []
+    for row in rows:
+        shape = shape_of(row)
+        if row["layout"] != "contiguous" or not row.get("fused_us"):
+            continue
+        plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+        if plan.column_groups == 1:
+            continue
+        base = dataclasses.replace(CudaTuning(), column_group_read_cost=0.0)
+        est = cost.estimate(shape, plan, H100, base, PlanOptions())
+        x = (plan.column_groups - 1) * shape.shared_bytes / H100.dram_bytes_per_s
+        points.append((x, float(row["fused_us"]) * 1e-6 - est.fused_s))
+    if not points:
+        return {"column_group_read_cost": float("nan"), "column_group_points": 0}
+    slope = sum(x * y for x, y in points) / sum(x * x for x, _ in points)
+    return {"column_group_read_cost": slope, "column_group_points": len(points)}
 
 
 def _strided_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:
@@ -226,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                  "strided_column_kernel_cost", "strided_stock_share"):
         print(f"  {name:27s} fitted {fitted[name]:.3f} over {fitted['strided_points']} "
               f"transposed pairs; committed {getattr(tuning, name):.3f}")
+    print(f"  {'column_group_read_cost':27s} fitted {fitted['column_group_read_cost']:.3f} "
+          f"over {fitted['column_group_points']} grouped rows; committed "
+          f"{tuning.column_group_read_cost:.3f}")
     misses = 0
     for row in rows:
         fuse, est = decide(row)

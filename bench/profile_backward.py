@@ -20,6 +20,7 @@ from triton.testing import do_bench
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from common import (  # noqa: E402
     DTYPES,
+    apply_setting,
     compile_options,
     make_problem,
     require_cuda,
@@ -39,12 +40,7 @@ def main() -> None:
                     help="CUDA tuning knobs, e.g. 'programs_per_sm=2;tile_elems=8192'")
     args = ap.parse_args()
     require_cuda("profile_backward")
-    from inductor_ext.plan.tuning import parse_settings
-
-    try:
-        inductor_ext.config.tuning = {"cuda": parse_settings("cuda", args.setting)}
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+    apply_setting(args.setting)
     shape, dt = args.shape.split(":")
     M, N = (int(v) for v in shape.split("x"))
     torch.manual_seed(0)

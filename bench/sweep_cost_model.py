@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     DTYPES,
     GraphTimer,
+    apply_setting,
     check,
     copy_tbps,
     has_upstream_mix_order,
@@ -357,7 +358,7 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
             [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
              "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
              "--records", str(record_dir), "--variants", ",".join(ARGS.variants),
-             "--only", ARGS.only],
+             "--only", ARGS.only, "--setting", ARGS.setting],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:
         _, err = p.communicate()
@@ -385,12 +386,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records-only", action="store_true",
                     help="only compile (with --warm processes) and write each case's "
                          "recorded fusion-table fields to --csv")
+    ap.add_argument("--setting", default="",
+                    help="CUDA tuning knobs for every compile, e.g. 'column_groups=2'")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"comma-separated, of {','.join(VARIANTS)}")
     global ARGS
     ARGS = args = ap.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
+    apply_setting(args.setting)
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")

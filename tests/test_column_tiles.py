@@ -2,6 +2,7 @@
 change, what they leave alone, and that a rewritten loop still computes the same sums."""
 
 import importlib.util
+import re
 import textwrap
 
 import pytest
@@ -11,8 +12,19 @@ from hypothesis import strategies as st
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.codegen.rewrites import chunk_row_sums, stream_row_stores, unpin_row_loads
-from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads, layer_norm
+from inductor_ext.codegen.rewrites import (
+    chunk_row_sums,
+    stream_row_stores,
+    unpin_row_loads,
+    unroll_column_loops,
+)
+from inductor_ext.testing.reference import (
+    assert_close,
+    autograd_grads,
+    float64_grads,
+    layer_norm,
+    rms_norm,
+)
 
 # Inductor's looped row sum as it writes it (masked form: the last tile is partial).
 LOOPED_SUM = textwrap.dedent("""\
@@ -169,3 +181,93 @@ def test_rewrites_follow_the_tuning_knobs(plugin, cuda_knobs):
     assert fused.count("tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)") == 2
     assert "R0_BLOCK // " not in fused and "cache_modifier" not in fused
     assert len(_pinned_row_loads(fused)) == 2 * 5  # x and dy in each first-pass tile
+
+
+def _grouped_kernel(norm, M: int, N: int, dtype: torch.dtype) -> tuple[str, list]:
+    """The fused kernel of `norm`'s backward at [M, N] with tiles of 64, and its grads
+    checked against float64."""
+    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+    params = [torch.randn(N, dtype=dtype, requires_grad=True)
+              for _ in range(2 if norm is layer_norm else 1)]
+    dy = torch.randn(M, N, dtype=dtype)
+
+    def fn(x, *params):
+        return autograd_grads(norm, [x, *params], dy)
+
+    with inductor_ext.config.patch(max_persistent_n=64, target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, *params)
+    assert_close(got, float64_grads(norm, [x, *params], dy),
+                 names=["dx", "dw", "db"][:len(got)])
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
+                 if "for xoffset in" in src)
+    return fused, params
+
+
+@pytest.mark.parametrize("row_sum_loop", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("norm", [layer_norm, rms_norm], ids=["ln", "rms"])
+def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_sum_loop):
+    """Two column groups over 8 tiles of 64 (the last one partial at N=500, 75 rows): each
+    program sums the whole row, starting past its own 4 tiles, then writes dx and keeps
+    partials for those 4 only; the workspace has one row per row program."""
+    cuda_knobs(register_tile=64, column_groups=2, grouped_row_sum_loop=row_sum_loop)
+    fused, params = _grouped_kernel(norm, 75, 500, dtype)
+    assert "row_program = tl.program_id(0) // 2" in fused
+    assert "col_group = tl.program_id(0) % 2" in fused
+    assert "row_start = row_program * XBLOCK" in fused
+    loop = "for r0_tile in tl.range(0, 8):"
+    assert (loop in fused) is row_sum_loop
+    rotated = "(((col_group + 1) * 4 + {}) % 8) * R0_BLOCK"
+    expected = [rotated.format("r0_tile")] if row_sum_loop else [rotated.format(t)
+                                                                 for t in range(8)]
+    assert all(f"r0_offset = {offset}" in fused for offset in expected)
+    own = [f"r0_offset = (col_group * 4 + {t}) * R0_BLOCK" for t in range(5)]
+    assert [line in fused for line in own] == [True] * 4 + [False]
+    assert fused.count("cache_modifier='.cs')") == 4  # dx: the group's tiles, once each
+    assert fused.count("tl.store(ws_ptr") == 4 * len(params)
+    assert f"(row_program * {len(params)} + 0) * r0_numel" in fused
+    programs = int(re.search(r"'inductor_ext_plan': \{'target': 'cuda', 'programs': (\d+)",
+                             fused).group(1))
+    assert f"'fixed_grid': ['{2 * programs}', '1', '1']" in fused
+
+
+def test_a_one_pass_row_is_never_split(plugin, cuda_knobs):
+    """A row sum beside a column sum of the same product: one pass over the tiles holds
+    both, so even `column_groups=2` plans one group (the rewrite could not split it)."""
+    cuda_knobs(register_tile=64, column_groups=2)
+
+    def fn(a, b):
+        v = a * b
+        return v.sum(1), v.sum(0)
+
+    a, b = torch.randn(96, 500), torch.randn(96, 500)
+    with inductor_ext.config.patch(max_persistent_n=64, target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), a, b)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "col_group" not in "\n".join(codes)
+    for g, r in zip(got, fn(a.double(), b.double())):
+        torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_unroll_leaves_loops_it_cannot_split():
+    """Grouped unrolling needs the partials in a loop without row sums, and row sums in
+    a loop that stores nothing: otherwise the text stays as it is (a miss, which the
+    required rewrite turns into Inductor's kernels)."""
+    partials_with_sum = textwrap.dedent("""\
+        for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+            tmp0 = tl.load(in_ptr0 + (r0_index + 8*x0), None)
+            tmp1 = _tmp2 + tmp0
+            _tmp2 = tmp1
+            _mo_acc0 = _mo_acc0 + tl.sum(tmp0, 0)[None, :]
+    """)
+    sums_with_store = textwrap.dedent("""\
+        for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+            tmp0 = tl.load(in_ptr0 + (r0_index + 8*x0), None)
+            tl.store(out_ptr0 + (r0_index + 8*x0), tmp0, None)
+            tmp1 = _tmp2 + tmp0
+            _tmp2 = tmp1
+    """)
+    for code in (partials_with_sum, sums_with_store):
+        assert unroll_column_loops(code, 4, ["_mo_acc0"], groups=2) == code
+        assert unroll_column_loops(code, 4, ["_mo_acc0"]) != code  # one group: unrolled

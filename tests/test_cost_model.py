@@ -74,13 +74,15 @@ def test_the_committed_constants_are_the_fitted_ones():
 H100 = fit_cost_model.H100
 
 
-def _norm(M: int, N: int, es: int = 2, columns: int = 1, strided: bool = False) -> ShapeInfo:
+def _norm(M: int, N: int, es: int = 2, columns: int = 1, strided: bool = False,
+          rows_after_sums: bool = True) -> ShapeInfo:
+    """A norm backward's facts (x and dy read, dx written: rows after the row sums)."""
     total = 3 * M * N * es + 4 * M + 2 * N * es
     return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns, elem_bytes=es,
                      shared_bytes=2 * M * N * es, total_bytes=total,
                      unfused_bytes=total + 2 * M * N * es, row_elem_bytes=3 * es,
                      device=torch.device("cuda"), strided_bytes=M * N * es if strided else 0,
-                     strided_elem_bytes=es if strided else 0)
+                     strided_elem_bytes=es if strided else 0, rows_after_sums=rows_after_sums)
 
 
 def _estimate(shape: ShapeInfo, gates: str = "strict") -> cost.Estimate:
@@ -159,20 +161,65 @@ def test_strided_groups_get_fewer_larger_programs():
 
 
 def test_looped_column_tiles_are_latency_bound():
-    ln = _norm(2048, 32768, columns=2)  # 256 KB of partials: no unrolled tiles
+    """ln 1024x65536 bf16: 512 KB of partials, 256 KB in each of two column groups: no
+    unrolled tiles (measured: declined, stock's 349.5 us)."""
+    ln = _norm(1024, 65536, columns=2)
     plan = cuda_plan.plan(ln, H100, CudaTuning(), PlanOptions())
-    assert plan.looped_column_tiles
+    assert plan.looped_column_tiles and plan.column_groups == 1
     est = cost.estimate(ln, plan, H100, CudaTuning(), PlanOptions())
-    assert not est.fuse and est.fused_s > 2 * 8 * 16 * CudaTuning().looped_tile_s * 0.99
+    tiles, rows = 65536 // plan.r0_block, plan.rows_per_program(1024) // plan.block_m
+    assert not est.fuse and est.fused_s >= 2 * rows * tiles * CudaTuning().looped_tile_s
 
 
 def test_unrolled_tiles_need_the_row_in_l1():
     fp32 = _norm(2048, 32768, es=4)  # x and dy rows: 256 KB, more than the L1 share
     bf16 = _norm(2048, 32768, es=2)  # 128 KB: one row fits, two do not
     assert cuda_plan.register_tiles_for(fp32, H100, CudaTuning()) == 0
+    assert cuda_plan.register_tiles_for(fp32, H100, CudaTuning(), groups=2) == 8
     plan = cuda_plan.plan(bf16, H100, CudaTuning(), PlanOptions())
-    assert plan.register_tiles == 8
+    assert (plan.register_tiles, plan.column_groups) == (8, 1)
     assert {dict(c)["XBLOCK"] for c in plan.configs} == {1}
+
+
+@pytest.mark.parametrize("op,es,groups,programs", [
+    ("ln", 2, 2, 64),  # 256 KB of partials: 128 KB per group, one program per SM
+    ("ln", 4, 2, 64),  # and 128 KB of x and dy per group in L1
+    ("rms", 4, 2, 128),  # 64 KB of partials per group: two programs per SM
+    ("rms", 2, 1, 128),  # fits one program: not split
+])
+def test_rows_too_long_for_one_program_split_into_column_groups(op, es, groups, programs):
+    """Rows of 32768 whose partials or L1 bytes are too many for one program: `groups`
+    programs per row program, each reading the whole row for the row sums (a run-time
+    loop) and keeping its share of the partials in registers (H100: ln 2048x32768 bf16
+    223 us vs stock 324, was declined at a looped 612)."""
+    shape = _norm(2048, 32768, es=es, columns=2 if op == "ln" else 1)
+    plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    assert (plan.column_groups, plan.programs, plan.register_tiles) == (groups, programs, 8)
+    assert plan.grid == programs * groups and plan.group_tiles == 8 // groups
+    assert plan.unroll_row_sums is (groups == 1)  # unrolled row sums spilled beside them
+    assert plan.workspace_bytes(shape) == programs * shape.num_columns * 32768 * 4
+    assert cost.estimate(shape, plan, H100, CudaTuning(), PlanOptions()).fuse
+
+
+def test_column_groups_need_a_pass_after_the_row_sums():
+    """A row side without [M, N] outputs after its sums (a row sum beside a column sum)
+    holds the sums and the partials in one pass over the tiles, which groups cannot split:
+    such rows are never grouped."""
+    one_pass = _norm(2048, 32768, es=4, rows_after_sums=False)
+    assert cuda_plan.column_groups_for(one_pass, H100, CudaTuning()) == 0
+    assert cuda_plan.plan(one_pass, H100, CudaTuning(), PlanOptions()).looped_column_tiles
+    forced = dataclasses.replace(CudaTuning(), column_groups=2)
+    assert cuda_plan.plan(one_pass, H100, forced, PlanOptions()).column_groups == 1
+
+
+def test_column_groups_are_priced_by_their_extra_reads():
+    shape = _norm(2048, 32768, columns=2)
+    plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    free = dataclasses.replace(CudaTuning(), column_group_read_cost=0.0)
+    priced = cost.estimate(shape, plan, H100, CudaTuning(), PlanOptions()).fused_s
+    unpriced = cost.estimate(shape, plan, H100, free, PlanOptions()).fused_s
+    extra = CudaTuning().column_group_read_cost * shape.shared_bytes / H100.dram_bytes_per_s
+    assert priced - unpriced == pytest.approx(extra)
 
 
 @pytest.mark.parametrize("gates,fuses", [("none", False), ("strict", False),

@@ -14,7 +14,9 @@ class AscendFlavor(TargetFlavor):
     def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
         return {}
 
-    def loop_header(self, plan: LaunchPlan) -> list[str]:
+    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)") -> list[str]:
+        if plan.column_groups != 1:
+            raise ValueError("Ascend plans have no column groups (one program per row)")
         return [f"row_step = {plan.programs} * XBLOCK"]
 
     def loop_statement(self, plan: LaunchPlan) -> str:

@@ -19,7 +19,8 @@ from . import rewrites
 def rewrite_loops(code: str, plan: LaunchPlan, accumulators: list[str]) -> str:
     """Inductor's loops over column tiles (`code`) with the rewrites the plan asks for."""
     if plan.register_tiles:
-        code = rewrites.apply("unroll_column_loops", code, plan.register_tiles, accumulators)
+        code = rewrites.apply("unroll_column_loops", code, plan.register_tiles, accumulators,
+                              plan.column_groups, plan.unroll_row_sums)
     if plan.row_sum_chunk > 1:
         code = rewrites.apply("chunk_row_sums", code, plan.row_sum_chunk)
     if plan.stream_stores:

@@ -51,15 +51,15 @@ class CudaFlavor(TargetFlavor):
     def pdl_wait_statement(self) -> str:
         return "tl.extra.cuda.gdc_wait()"
 
-    def loop_header(self, plan: LaunchPlan) -> list[str]:
+    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)") -> list[str]:
         P = plan.programs
         if plan.row_loop == "strided":
-            return ["row_start = tl.program_id(0) * XBLOCK", "row_end = xnumel",
+            return [f"row_start = {program} * XBLOCK", "row_end = xnumel",
                     f"row_step = {P} * XBLOCK"]
         return [
             "row_blocks = (xnumel + XBLOCK - 1) // XBLOCK",
             f"rows_per_program = ((row_blocks + {P - 1}) // {P}) * XBLOCK",
-            "row_start = tl.program_id(0) * rows_per_program",
+            f"row_start = {program} * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, xnumel)",
             "row_step = XBLOCK",
         ]

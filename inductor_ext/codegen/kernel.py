@@ -136,6 +136,12 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         """Static column tiles with partials in registers (0: looped, workspace adds)."""
         return self.plan.register_tiles
 
+    @property
+    def row_program(self) -> str:
+        """Text of the program's row program (its workspace row): the program id, or its
+        quotient by the column groups, which the loop header names."""
+        return "tl.program_id(0)" if self.plan.column_groups == 1 else "row_program"
+
     def load(self, name: str, index: sympy.Expr) -> Any:
         if self.plan.l2_prefetch:
             self._l2_row_loads.setdefault(name, index)
@@ -159,16 +165,21 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         return super()._has_constant_mask(tree)  # type: ignore[misc]
 
     def loop_header(self) -> list[str]:
-        """Lines before the row loop (the flavor's, or the per-sample ranges)."""
+        """Lines before the row loop (the flavor's, or the per-sample ranges), after the
+        row program and column group of a program when the row is split in groups."""
+        groups = self.plan.column_groups
+        head = [] if groups == 1 else [f"row_program = tl.program_id(0) // {groups}",
+                                       f"col_group = tl.program_id(0) % {groups}"]
         if not self.segmented:
-            return self.flavor.loop_header(self.plan)
+            return head + self.flavor.loop_header(self.plan, self.row_program)
         S, per = self.plan.segments, self.plan.programs_per_segment
-        return [
+        program = self.row_program
+        return head + [
             f"seg_rows = xnumel // {S}",
             "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
             f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK",
-            f"seg_start = (tl.program_id(0) // {per}) * seg_rows",
-            f"row_start = seg_start + (tl.program_id(0) % {per}) * rows_per_program",
+            f"seg_start = ({program} // {per}) * seg_rows",
+            f"row_start = seg_start + ({program} % {per}) * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, seg_start + seg_rows)",
             "row_step = XBLOCK",
         ]
@@ -200,7 +211,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def inductor_meta_common(self) -> dict[str, Any]:  # type: ignore[override]
         out = dict(super().inductor_meta_common())
-        out["fixed_grid"] = [str(self.plan.programs), "1", "1"]
+        out["fixed_grid"] = [str(self.plan.grid), "1", "1"]
         out[autotune.PLAN_KEY] = self.plan.to_meta()
         if self.autotuned:
             out[autotune.CONFIGS_KEY] = [dict(c) for c in self.plan.configs]
@@ -322,7 +333,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
                 body.writeline(f"{part.acc} = tl.full([XBLOCK, R0_BLOCK], {default}, "
                                f"{self.acc_type})")
                 continue
-            for tile in range(self.register_tiles):
+            for tile in range(self.plan.group_tiles):
                 body.writeline(f"{part.acc}_t{tile} = tl.full([1, R0_BLOCK], {default}, "
                                f"{self.acc_type})")
 
@@ -376,9 +387,12 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if not self.register_tiles:
             return
         body.writeline("r0_cols = tl.arange(0, R0_BLOCK)[None, :]")
+        per_group = self.plan.group_tiles
         for part in self.partials:
-            for tile in range(self.register_tiles):
-                cols = f"{tile} * R0_BLOCK + r0_cols"
+            for tile in range(per_group):
+                first = (f"{tile}" if self.plan.column_groups == 1
+                         else f"(col_group * {per_group} + {tile})")
+                cols = f"{first} * R0_BLOCK + r0_cols"
                 mask = f", {cols} < r0_numel" if masked else ""
                 body.writeline(f"tl.store({self._workspace_pointer(part.index, cols)}, "
                                f"{part.acc}_t{tile}{mask})")
@@ -420,7 +434,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         """Pointers to columns `cols` of partial `index` in this program's workspace row
         (the partials' three stores and the looped tiles' adds all address it)."""
         assert self.workspace is not None
-        return self.workspace.pointer("tl.program_id(0)", index, cols, row_length="r0_numel")
+        return self.workspace.pointer(self.row_program, index, cols, row_length="r0_numel")
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""

@@ -102,13 +102,30 @@ def _joined_like(lines: list[str], code: str) -> str:
 COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
 
 
+#: An accumulator of Inductor's looped row reduction (its name) in a column-tile loop.
+_ROW_ACCUMULATOR = re.compile(r"\b_tmp\d+\b")
+
+
 @_register("unroll_column_loops", COLUMN_LOOP, required=True)
-def unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
-    """Replace each loop over column tiles by `tiles` straight-line copies with a constant
+def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: int = 1,
+                        unroll_row_sums: bool = True) -> str:
+    """Replace each loop over column tiles by straight-line copies with a constant
     r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
     partials of a whole row live in registers across the row loop. Required: the
-    register-tiled kernel stores the per-tile accumulators."""
+    register-tiled kernel stores the per-tile accumulators.
+
+    With `groups` > 1 column groups, the program of group `col_group` (a name the loop
+    header defines) copies a loop with partials for its own `tiles // groups` tiles only;
+    it must then hold no row reduction (whose sum needs every tile). Every other loop
+    (the row sums) walks all `tiles`, starting past the group's share so that the share
+    is the last read and still in L1 for the second pass; it must store nothing (each
+    group's program runs it). Otherwise the text is left as it is: a miss.
+
+    `unroll_row_sums` False keeps the loops without partials as run-time loops (over the
+    same rotated tiles): straight-line row sums let the compiler issue every tile's loads
+    at once, which spilled registers beside a column group's partials."""
     renames = [re.compile(rf"\b{re.escape(acc)}\b") for acc in accumulators]
+    per_group = tiles // groups
     lines = code.splitlines()
     out: list[str] = []
     unrolled = 0
@@ -125,8 +142,28 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str]) -> str:
             body.append(lines[i])
             i += 1
         body_indent = min(len(b) - len(b.lstrip()) for b in body if b.strip())
-        for tile in range(tiles):
-            out.append(f"{indent}r0_offset = {tile} * R0_BLOCK")
+        text = "\n".join(body)
+        partials = any(pattern.search(text) for pattern in renames)
+        if groups == 1:
+            offsets = [f"{tile} * R0_BLOCK" for tile in range(tiles)]
+        elif partials and not _ROW_ACCUMULATOR.search(text):
+            offsets = [f"(col_group * {per_group} + {tile}) * R0_BLOCK"
+                       for tile in range(per_group)]
+        elif not partials and "tl.store(" not in text:
+            offsets = [f"(((col_group + 1) * {per_group} + {tile}) % {tiles}) * R0_BLOCK"
+                       for tile in range(tiles)]
+        else:
+            return code
+        if not partials and not unroll_row_sums:
+            if groups == 1:
+                out.append(line)
+                out.extend(body)
+                continue
+            out.append(f"{indent}for r0_tile in tl.range(0, {tiles}):")
+            indent += "    "
+            offsets = [f"(((col_group + 1) * {per_group} + r0_tile) % {tiles}) * R0_BLOCK"]
+        for tile, offset in enumerate(offsets):
+            out.append(f"{indent}r0_offset = {offset}")
             for body_line in body:
                 text = indent + body_line[body_indent:] if body_line.strip() else ""
                 for pattern in renames:

@@ -6,7 +6,8 @@ tests/test_cost_model.py checks the model's decision against every row of it).
 Fused: a fixed overhead (two launches: the fused kernel and the final step) plus its bytes
 (the [M, N] traffic, the workspace written and read back) at a calibrated share of the
 device's DRAM bandwidth; looped column tiles are latency-bound instead (a few dependent
-round trips per column tile of each row block). Stock: the better of Inductor's unfused
+round trips per column tile of each row block); a row split into column groups pays for
+the groups' extra reads of the row. Stock: the better of Inductor's unfused
 kernels (the shared [M, N] inputs read twice) and, where its gates let it, upstream's own
 mix-order kernel (read once, at a lower efficiency than ours), each with its overhead.
 
@@ -98,6 +99,16 @@ def strided_unfused_s(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) 
             / device.dram_bytes_per_s)
 
 
+def column_group_s(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo,
+                   tuning: CudaTuning) -> float:
+    """Extra time of a row split into column groups: every group's program reads the
+    whole row for its row sums, so the shared [M, N] inputs are read `groups - 1` more
+    times (from L2 when the groups keep pace), at `column_group_read_cost` times their
+    DRAM time."""
+    extra_reads = (plan.column_groups - 1) * shape.shared_bytes
+    return tuning.column_group_read_cost * extra_reads / device.dram_bytes_per_s
+
+
 def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: CudaTuning,
              options: PlanOptions) -> Estimate:
     bw = device.dram_bytes_per_s
@@ -113,6 +124,7 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: Cud
         fused = max(fused, 2 * blocks_per_program * tiles * tuning.looped_tile_s)
     elif plan.register_tiles:
         fused = max(fused, blocks_per_program * tuning.load_round_trip_s)
+        fused += column_group_s(shape, plan, device, tuning)
     fused += strided_fused_s(shape, plan, device, tuning)
     unfused = (tuning.unfused_overhead_s + strided_unfused_s(shape, device, tuning)
                + (shape.total_bytes + shape.shared_bytes) / (bw * tuning.unfused_efficiency))

@@ -84,29 +84,51 @@ def register_partials_budget(device: DeviceInfo, tuning: CudaTuning) -> float:
     return tuning.register_partials_share * device.register_file_bytes
 
 
-def rows_in_l1(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
-    """Rows whose [M, N] inputs fit the L1 share the unrolled tiles' second pass reads."""
-    row_bytes = max(1, shape.shared_bytes // max(1, shape.M_hint))
+def rows_in_l1(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+               groups: int = 1) -> int:
+    """Rows whose [M, N] inputs fit the L1 share the unrolled tiles' second pass reads (a
+    column group's program reads back its own share of each row)."""
+    row_bytes = max(1, shape.shared_bytes // max(1, shape.M_hint) // groups)
     return int(tuning.register_rows_l1_share * device.l1_bytes // row_bytes)
 
 
-def register_tiles_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
-    """Unrolled column tiles for a column-tiled row, or 0 when its partials would take
-    more than `register_partials_share` of an SM's register file, the row needs too many
-    tiles, or one row's inputs do not fit the L1 the second pass reads them from."""
+def register_tiles_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                       groups: int = 1) -> int:
+    """Unrolled column tiles for a column-tiled row split into `groups` column groups, or
+    0 when one group's partials would take more than `register_partials_share` of an
+    SM's register file, the row needs too many tiles (or tiles the groups do not share
+    evenly), or one group's share of a row's inputs does not fit the L1 the second pass
+    reads it from."""
     tiles = -(-shape.N // min(tuning.register_tile, next_pow2(shape.N)))
-    if (tiles > tuning.max_register_tiles
-            or partial_bytes(shape) > register_partials_budget(device, tuning)
-            or rows_in_l1(shape, device, tuning) < 1):
+    if (tiles > tuning.max_register_tiles or tiles % groups
+            or partial_bytes(shape) / groups > register_partials_budget(device, tuning)
+            or rows_in_l1(shape, device, tuning, groups) < 1):
         return 0
     return tiles
 
 
-def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
-    """As many programs per SM as their register partials allow (at least one)."""
-    fitting = int(register_partials_budget(device, tuning) // partial_bytes(shape))
+def column_groups_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
+    """The fewest column groups (1, 2, 4 ... up to `max_column_groups`) whose share of a
+    column-tiled row unrolls into register tiles, or `tuning.column_groups` when set;
+    0 when none does (the row loops over its tiles at run time). Only rows with a second
+    pass (`rows_after_sums`) split."""
+    if not shape.rows_after_sums:
+        # One pass holds the row sums and the partials: it cannot be split by columns.
+        return 1 if register_tiles_for(shape, device, tuning) else 0
+    choices = ([tuning.column_groups] if tuning.column_groups > 0 else
+               [1 << k for k in range(max(1, tuning.max_column_groups).bit_length())
+                if 1 << k <= tuning.max_column_groups])
+    return next((groups for groups in choices
+                 if register_tiles_for(shape, device, tuning, groups)), 0)
+
+
+def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                            groups: int = 1) -> int:
+    """Row programs: as many programs per SM as their register partials allow (at least
+    one), `groups` of them per row program."""
+    fitting = int(register_partials_budget(device, tuning) * groups // partial_bytes(shape))
     per_sm = max(1, min(tuning.programs_per_sm, fitting))
-    return _programs(shape, tuning, device.cores * per_sm, shape.M_hint)
+    return _programs(shape, tuning, max(1, device.cores * per_sm // groups), shape.M_hint)
 
 
 def register_tiled_configs(r0_block: int, max_warps: int, max_rows: int = 2
@@ -194,7 +216,9 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                                      programs_per_sm=tuning.strided_programs_per_sm)
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
-    register_tiles = register_tiles_for(shape, device, tuning) if column_tiled else 0
+    groups = column_groups_for(shape, device, tuning) if column_tiled else 0
+    register_tiles = register_tiles_for(shape, device, tuning, groups) if groups else 0
+    groups = groups if register_tiles else 1
     if register_tiles:
         r0_block = min(tuning.register_tile, next_pow2(shape.N))
         block_m = 1
@@ -211,10 +235,11 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         rows = max(block_m, -(-split_size // block_m) * block_m)
         programs = max(1, -(-shape.M_hint // rows))
     elif register_tiles:
-        programs = register_tiled_programs(shape, device, tuning)
+        programs = register_tiled_programs(shape, device, tuning, groups)
     else:
         programs = programs_for(shape, device, tuning, block_m)
-    max_warps = max(2, min(32, tuning.max_warps_per_sm * device.cores // max(1, programs)))
+    max_warps = max(2, min(32, tuning.max_warps_per_sm * device.cores
+                           // max(1, programs * groups)))
     if register_tiles:
         # The partials' registers are spread over the program's threads: the most warps
         # leaves each thread the fewest, and the most loads in flight.
@@ -226,7 +251,8 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     if (not column_tiled or register_tiles) and (not device.interpreted
                                                   or tuning.autotune_on_cpu):
         configs = (register_tiled_configs(r0_block, max_warps,
-                                          rows_in_l1(shape, device, tuning)) if register_tiles
+                                          rows_in_l1(shape, device, tuning, groups))
+                   if register_tiles
                    else candidate_configs(tuning, block_m, r0_block, max_warps))
     if len(configs) == 1:
         # One config is not autotuned: the kernel runs the plan's own XBLOCK and warps, so
@@ -242,7 +268,9 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     return LaunchPlan(
         target="cuda", programs=programs, block_m=block_m, r0_block=r0_block,
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
-        column_tiled=column_tiled, register_tiles=register_tiles, configs=configs,
+        column_tiled=column_tiled, register_tiles=register_tiles, column_groups=groups,
+        unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
+        configs=configs,
         prefetch=prefetch, l2_prefetch=l2_prefetch_for(device, tuning, double_buffered=prefetch),
         l2_keep_fraction=tuning.l2_keep_fraction,
         final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,

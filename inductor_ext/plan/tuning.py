@@ -50,6 +50,18 @@ class CudaTuning:
     register_partials_share: float = 0.5
     register_tile: int = 4096
     max_register_tiles: int = 16
+    #: ...and rows whose partials or L1 bytes are too many for one program split their
+    #: tiles over up to this many programs (column groups; each reads the whole row for
+    #: the row sums, the second read of the row in L2 shared by the group); 1: never.
+    #: `column_groups` > 0 takes that many wherever they fit (0: the fewest that fit).
+    max_column_groups: int = 2
+    column_groups: int = 0
+    #: Rows split into column groups sum the row in a run-time loop over the tiles; the
+    #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
+    #: the partials (H100, ln 2048x32768 bf16: 230 -> 224 us, ln 16384x32768 bf16 2216 ->
+    #: 1488, ln 2048x32768 fp32 965 -> 488); rows in one group keep them unrolled (rms
+    #: 2048x32768 bf16: 171.5 unrolled, 205.8 looped).
+    grouped_row_sum_loop: bool = True
     #: Row sums of column-tiled rows fold runs of 8 columns (a thread's 16-byte vector of
     #: bf16) in registers before accumulating (LayerNorm 8192x16384: 10 spills -> 0, -6%).
     row_sum_chunk: int = 8
@@ -92,6 +104,10 @@ class CudaTuning:
     #: Looped column tiles: one pass over one column tile of one row block (ln
     #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
     looped_tile_s: float = 2.4e-6
+    #: Rows split into column groups: each extra group's read of the shared [M, N] inputs
+    #: (for its row sums), as a multiple of their DRAM time (fitted on the sweep's 4
+    #: grouped rows: 0.65, most of it from L2).
+    column_group_read_cost: float = 0.65
     #: Fewer rows per program than this: a workspace row per program and the final step
     #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
     #: 16 rows each, one row block: 1.5-2.2x).

@@ -62,6 +62,9 @@ class ShapeInfo:
     #: row side partial sums over M * k rows of N / k; the fused kernel then holds no
     #: whole-row result, and dx needs another pass anyway (see `plan.split_rows_reason`).
     row_pieces: int = 1
+    #: The row side writes [M, N] values from its row reductions (dx): the partials then
+    #: ride a pass of their own after the row sums, which column groups split.
+    rows_after_sums: bool = False
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""
@@ -96,7 +99,7 @@ class LaunchPlan:
     """Everything codegen needs to emit and launch one fused kernel."""
 
     target: str
-    programs: int  # grid size; also the workspace row count
+    programs: int  # row programs: the workspace row count (the grid: x column_groups)
     block_m: int  # rows per loop iteration (XBLOCK)
     r0_block: int  # padded row length (power of two), or the column tile when tiled
     num_warps: int
@@ -109,6 +112,14 @@ class LaunchPlan:
     #: with its own partials in registers (the workspace is written once, any combine);
     #: 0 loops over the tiles at run time, adding sums into the workspace per tile.
     register_tiles: int = 0
+    #: Register-tiled only: each row program is this many programs, one per equal share
+    #: of the row's column tiles. Each reads the whole row for the row sums, then writes
+    #: dx and keeps partials for its own share only, so a row whose partials or L1 bytes
+    #: are too many for one program still keeps them in registers (1: no split).
+    column_groups: int = 1
+    #: Register-tiled only: the row-sum pass is straight-line code per tile too (False:
+    #: a run-time loop over the tiles; only the partials need static tiles).
+    unroll_row_sums: bool = True
     #: Alternative launch configs ({XBLOCK <= block_m, num_warps, num_stages} as item
     #: tuples) that Inductor's autotuner times on first launch; empty: the one config above.
     configs: tuple[Config, ...] = ()
@@ -148,6 +159,16 @@ class LaunchPlan:
         """Column tiles walked by a run-time loop: partials are added into a zeroed
         workspace per tile, so only sums, and no timing runs of alternative configs."""
         return self.column_tiled and not self.register_tiles
+
+    @property
+    def grid(self) -> int:
+        """Programs launched: every row program's column groups."""
+        return self.programs * self.column_groups
+
+    @property
+    def group_tiles(self) -> int:
+        """Register tiles whose dx and partials one program of a column group owns."""
+        return self.register_tiles // self.column_groups
 
     @property
     def final_step_warps(self) -> int:

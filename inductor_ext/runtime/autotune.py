@@ -80,7 +80,7 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     Spilling launchers go first, unless every launcher spills."""
     if plan is None or plan.max_extra_waves is None or len(launchers) < 2:
         return list(launchers)
-    allowance, programs = plan.max_extra_waves, plan.programs
+    allowance, programs = plan.max_extra_waves, plan.grid
     if not programs:
         return list(launchers)
     spilling = [launcher for launcher in launchers if spills(launcher, spill_threshold)]
@@ -128,7 +128,7 @@ class _PlannedWaves:
         timings = super().benchmark_all_configs(*args, **kwargs)
         if plan is not None:
             log.debug("mix-order kernel %s, %d programs: timed %s",
-                      self.inductor_meta.get("kernel_name", "?"), plan.programs,
+                      self.inductor_meta.get("kernel_name", "?"), plan.grid,
                       describe_timings(timings))
         return timings
 

@@ -66,6 +66,19 @@ def row_pieces(cand: Candidate) -> int:
     return pieces
 
 
+def writes_rows_after_sums(cand: Candidate, matrix_numel: int) -> bool:
+    """Whether the row side writes [M, N] values computed from its row reductions (dx):
+    a column-tiled kernel then walks the row twice, and the partials, written last, ride
+    the second pass, apart from the row sums (what column groups need)."""
+    nodes = [sub for sub in cand.inner.get_nodes() if isinstance(sub, SchedulerNode)]
+    sums = {dep.name for sub in nodes if sub.is_reduction() for dep in sub.read_writes.writes}
+    return any(not sub.is_reduction()
+               and any(dep.name in sums for dep in sub.read_writes.reads)
+               and any(_nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]
+                       for dep in sub.read_writes.writes)
+               for sub in nodes)
+
+
 def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> ShapeInfo:
     M_hint = _hint(cand.M)
     N = int(cand.N)
@@ -114,7 +127,8 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared),
                      strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided),
                      strided_rows_adjacent=rows_adjacent,
-                     row_pieces=row_pieces(cand))
+                     row_pieces=row_pieces(cand),
+                     rows_after_sums=writes_rows_after_sums(cand, matrix_numel))
 
 
 def planner_for_device(device: torch.device) -> planning.Planner:
