@@ -382,3 +382,22 @@ def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_p
     assert extra == pytest.approx(CudaTuning().strided_sector_cost * (M * N * 2 / 8) * 32
                                   / H100.dram_bytes_per_s)
     assert cost.strided_unfused_s(shape, H100, CudaTuning()) == 0
+
+
+@pytest.mark.parametrize("M,N,es,columns,hinted", [
+    (8192, 16384, 2, 2, True),  # 131 programs x 64 KB: 8.4 MB, the hint paid (288 vs 364 us)
+    (2048, 24576, 2, 1, True),  # 12.6 MB: within a quarter of the L2 (a tie measured)
+    (4096, 16384, 4, 2, False),  # 128 x 128 KB: 16.8 MB (347 with it, 318 without)
+    (2048, 32768, 2, 1, False),  # 16.8 MB (172 / 165 us)
+    (2048, 32768, 4, 1, False),  # 2 groups x 128 programs x 256 KB (476 / 356 us)
+])
+def test_register_tiled_rows_hint_l2_only_what_fits(M, N, es, columns, hinted):
+    """The L2 hint of the next row block stays in register-tiled loops only while every
+    program's hinted block fits a quarter of the L2 together; more pushed out the rows
+    the programs were reading (H100 sweep, session 17)."""
+    plan = cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, CudaTuning(),
+                          PlanOptions())
+    assert plan.register_tiles and bool(plan.l2_prefetch) is hinted
+    wide = dataclasses.replace(CudaTuning(), register_tiled_hint_l2_share=1.5)
+    assert cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, wide,
+                          PlanOptions()).l2_prefetch == 1

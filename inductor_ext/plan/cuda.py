@@ -178,6 +178,18 @@ def l2_prefetch_for(device: DeviceInfo, tuning: CudaTuning, double_buffered: boo
     return tuning.l2_prefetch_distance if device.hopper_or_later else 0
 
 
+def hint_fits_l2(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, grid: int,
+                 block_m: int) -> bool:
+    """Whether the row blocks every program hints into L2 ahead (their [M, N] inputs)
+    fit `register_tiled_hint_l2_share` of the L2. Register-tiled rows, H100, fused µs
+    with / without the hint: ln 8192x16384 bf16 (8.4 MB hinted) 288 / 364; at 16.8 MB and
+    more the hints pushed out what the programs were reading: ln 4096x16384 fp32 347 /
+    318, rms 2048x32768 bf16 172 / 165, ln 2048x32768 fp32 489 / 351, rms 2048x32768 fp32
+    (64 MB) 476 / 356."""
+    row_bytes = shape.shared_bytes // max(1, shape.M_hint)
+    return grid * block_m * row_bytes <= tuning.register_tiled_hint_l2_share * device.l2_bytes
+
+
 def final_step_block(tuning: CudaTuning, N: int, programs: int, partials: int,
                      warps: int = 0) -> FinalizeBlock:
     """Tile of the generated final step: short column runs spread over many programs,
@@ -260,6 +272,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         # at 8 warps, which no config holds: 20x slower from spills on the H100).
         fixed = dict(configs[0])
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
+    l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
+    if register_tiles and not hint_fits_l2(shape, device, tuning, programs * groups,
+                                           block_m):
+        l2_prefetch = 0
     final_step = None
     if tuning.generated_final_step:
         final_step = final_step_block(
@@ -271,8 +287,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         column_tiled=column_tiled, register_tiles=register_tiles, column_groups=groups,
         unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
         configs=configs,
-        prefetch=prefetch, l2_prefetch=l2_prefetch_for(device, tuning, double_buffered=prefetch),
-        l2_keep_fraction=tuning.l2_keep_fraction,
+        prefetch=prefetch, l2_prefetch=l2_prefetch, l2_keep_fraction=tuning.l2_keep_fraction,
         final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,
         max_extra_waves=extra_waves_allowed(shape, device, tuning, programs) if configs else None,
         final_step=final_step, accumulator=shape.accumulator,

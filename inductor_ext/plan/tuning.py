@@ -106,8 +106,8 @@ class CudaTuning:
     looped_tile_s: float = 2.4e-6
     #: Rows split into column groups: each extra group's read of the shared [M, N] inputs
     #: (for its row sums), as a multiple of their DRAM time (fitted on the sweep's 4
-    #: grouped rows: 0.65, most of it from L2).
-    column_group_read_cost: float = 0.65
+    #: grouped rows: 0.51, most of it from L2).
+    column_group_read_cost: float = 0.51
     #: Fewer rows per program than this: a workspace row per program and the final step
     #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
     #: 16 rows each, one row block: 1.5-2.2x).
@@ -137,6 +137,9 @@ class CudaTuning:
     #: Row blocks ahead that each iteration hints into L2 (Hopper bulk prefetch); 0: none.
     #: Only in loops whose loads are not double-buffered in registers.
     l2_prefetch_distance: int = 1
+    #: ...in register-tiled row loops only while every program's hinted row block fits
+    #: this share of the L2 together (`plan.cuda.hint_fits_l2` has the measurements).
+    register_tiled_hint_l2_share: float = 0.25
     #: Off on CPU (no L2 to hint; the interpreter runs the hint as a no-op): tests turn it
     #: on to read the generated source and run the kernel that carries it.
     l2_prefetch_on_cpu: bool = False
