@@ -232,6 +232,15 @@ def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_
     assert f"'fixed_grid': ['{2 * programs}', '1', '1']" in fused
 
 
+def test_four_column_groups(plugin, cuda_knobs):
+    """Four groups of 2 tiles each (LayerNorm at N=65536 on the H100 takes four)."""
+    cuda_knobs(register_tile=64, column_groups=4)
+    fused, _ = _grouped_kernel(layer_norm, 75, 500, torch.float32)
+    assert "col_group = tl.program_id(0) % 4" in fused
+    assert "r0_offset = (((col_group + 1) * 2 + r0_tile) % 8) * R0_BLOCK" in fused
+    assert fused.count("cache_modifier='.cs')") == 2
+
+
 def test_a_one_pass_row_is_never_split(plugin, cuda_knobs):
     """A row sum beside a column sum of the same product: one pass over the tiles holds
     both, so even `column_groups=2` plans one group (the rewrite could not split it)."""

@@ -161,13 +161,13 @@ def test_strided_groups_get_fewer_larger_programs():
 
 
 def test_looped_column_tiles_are_latency_bound():
-    """ln 1024x65536 bf16: 512 KB of partials, 256 KB in each of two column groups: no
-    unrolled tiles (measured: declined, stock's 349.5 us)."""
-    ln = _norm(1024, 65536, columns=2)
+    """ln 512x131072 bf16: 32 tiles of 4096, more than `max_register_tiles`: no unrolled
+    tiles, whatever the groups."""
+    ln = _norm(512, 131072, columns=2)
     plan = cuda_plan.plan(ln, H100, CudaTuning(), PlanOptions())
     assert plan.looped_column_tiles and plan.column_groups == 1
     est = cost.estimate(ln, plan, H100, CudaTuning(), PlanOptions())
-    tiles, rows = 65536 // plan.r0_block, plan.rows_per_program(1024) // plan.block_m
+    tiles, rows = 131072 // plan.r0_block, plan.rows_per_program(512) // plan.block_m
     assert not est.fuse and est.fused_s >= 2 * rows * tiles * CudaTuning().looped_tile_s
 
 
@@ -199,6 +199,16 @@ def test_rows_too_long_for_one_program_split_into_column_groups(op, es, groups, 
     assert plan.unroll_row_sums is (groups == 1)  # unrolled row sums spilled beside them
     assert plan.workspace_bytes(shape) == programs * shape.num_columns * 32768 * 4
     assert cost.estimate(shape, plan, H100, CudaTuning(), PlanOptions()).fuse
+
+
+def test_rows_of_65536_split_into_four_groups():
+    """ln 1024x65536 bf16: 512 KB of partials, 128 KB in each of 4 groups (H100: 262 us
+    against stock's 348; the looped tiles it ran before were declined)."""
+    plan = cuda_plan.plan(_norm(1024, 65536, columns=2), H100, CudaTuning(), PlanOptions())
+    assert (plan.column_groups, plan.register_tiles, plan.group_tiles) == (4, 16, 4)
+    two = dataclasses.replace(CudaTuning(), max_column_groups=2)
+    assert cuda_plan.plan(_norm(1024, 65536, columns=2), H100, two,
+                          PlanOptions()).looped_column_tiles
 
 
 def test_column_groups_need_a_pass_after_the_row_sums():

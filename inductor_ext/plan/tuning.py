@@ -53,8 +53,9 @@ class CudaTuning:
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
-    #: `column_groups` > 0 takes that many wherever they fit (0: the fewest that fit).
-    max_column_groups: int = 2
+    #: `column_groups` > 0 takes that many wherever they fit (0: the fewest that fit;
+    #: 4 only where 2 do not: slower at N=32768, faster than looped tiles at 65536).
+    max_column_groups: int = 4
     column_groups: int = 0
     #: Rows split into column groups sum the row in a run-time loop over the tiles; the
     #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
