@@ -241,6 +241,16 @@ def test_four_column_groups(plugin, cuda_knobs):
     assert fused.count("cache_modifier='.cs')") == 2
 
 
+def test_three_column_groups(plugin, cuda_knobs):
+    """Three groups of 3 tiles (N=18432 on the H100: 9 tiles of 2048), the last tile
+    partial (N=560, tiles of 64)."""
+    cuda_knobs(register_tile=64, column_groups=3)
+    fused, _ = _grouped_kernel(layer_norm, 75, 560, torch.bfloat16)
+    assert "col_group = tl.program_id(0) % 3" in fused
+    assert "r0_offset = (((col_group + 1) * 3 + r0_tile) % 9) * R0_BLOCK" in fused
+    assert fused.count("cache_modifier='.cs')") == 3
+
+
 def test_a_one_pass_row_is_never_split(plugin, cuda_knobs):
     """A row sum beside a column sum of the same product: one pass over the tiles holds
     both, so even `column_groups=2` plans one group (the rewrite could not split it)."""

@@ -108,7 +108,7 @@ def register_tiles_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
 
 
 def column_groups_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> int:
-    """The fewest column groups (1, 2, 4 ... up to `max_column_groups`) whose share of a
+    """The fewest column groups (1, 2, 3 ... up to `max_column_groups`) whose share of a
     column-tiled row unrolls into register tiles, or `tuning.column_groups` when set;
     0 when none does (the row loops over its tiles at run time). Only rows with a second
     pass (`rows_after_sums`) split."""
@@ -116,8 +116,7 @@ def column_groups_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) 
         # One pass holds the row sums and the partials: it cannot be split by columns.
         return 1 if register_tiles_for(shape, device, tuning) else 0
     choices = ([tuning.column_groups] if tuning.column_groups > 0 else
-               [1 << k for k in range(max(1, tuning.max_column_groups).bit_length())
-                if 1 << k <= tuning.max_column_groups])
+               range(1, max(1, tuning.max_column_groups) + 1))
     return next((groups for groups in choices
                  if register_tiles_for(shape, device, tuning, groups)), 0)
 
@@ -229,6 +228,11 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
     groups = column_groups_for(shape, device, tuning) if column_tiled else 0
+    if column_tiled and not groups and tuning.register_tile > tuning.min_register_tile:
+        # Tiles the groups cannot share evenly (N=20480: 5 of 4096) may halve (10 of 2048).
+        halved = dataclasses.replace(tuning, register_tile=tuning.register_tile // 2)
+        groups = column_groups_for(shape, device, halved)
+        tuning = halved if groups else tuning
     register_tiles = register_tiles_for(shape, device, tuning, groups) if groups else 0
     groups = groups if register_tiles else 1
     if register_tiles:

@@ -54,8 +54,11 @@ class CudaTuning:
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
     #: `column_groups` > 0 takes that many wherever they fit (0: the fewest that fit;
-    #: 4 only where 2 do not: slower at N=32768, faster than looped tiles at 65536).
+    #: more only where fewer do not: 4 were slower than 2 at N=32768, and faster than
+    #: looped tiles at 65536, where 2 do not fit).
     max_column_groups: int = 4
+    #: A row whose tiles no group count shares evenly halves its tile once, down to this.
+    min_register_tile: int = 2048
     column_groups: int = 0
     #: Rows split into column groups sum the row in a run-time loop over the tiles; the
     #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
