@@ -130,6 +130,7 @@ def fit_column_groups(rows: list[dict]) -> dict[str, float]:
     the model's without that term, per (groups - 1) x shared bytes at DRAM bandwidth
     (least squares through zero)."""
     points = []
+    base = dataclasses.replace(CudaTuning(), column_group_read_cost=0.0)
     for row in rows:
         shape = shape_of(row)
         if row["layout"] != "contiguous" or not row.get("fused_us"):
@@ -137,7 +138,6 @@ def fit_column_groups(rows: list[dict]) -> dict[str, float]:
         plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
         if plan.column_groups == 1:
             continue
-        base = dataclasses.replace(CudaTuning(), column_group_read_cost=0.0)
         est = cost.estimate(shape, plan, H100, base, PlanOptions())
         x = (plan.column_groups - 1) * shape.shared_bytes / H100.dram_bytes_per_s
         points.append((x, float(row["fused_us"]) * 1e-6 - est.fused_s))

@@ -232,23 +232,20 @@ def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_
     assert f"'fixed_grid': ['{2 * programs}', '1', '1']" in fused
 
 
-def test_four_column_groups(plugin, cuda_knobs):
-    """Four groups of 2 tiles each (LayerNorm at N=65536 on the H100 takes four)."""
-    cuda_knobs(register_tile=64, column_groups=4)
-    fused, _ = _grouped_kernel(layer_norm, 75, 500, torch.float32)
-    assert "col_group = tl.program_id(0) % 4" in fused
-    assert "r0_offset = (((col_group + 1) * 2 + r0_tile) % 8) * R0_BLOCK" in fused
-    assert fused.count("cache_modifier='.cs')") == 2
-
-
-def test_three_column_groups(plugin, cuda_knobs):
-    """Three groups of 3 tiles (N=18432 on the H100: 9 tiles of 2048), the last tile
-    partial (N=560, tiles of 64)."""
-    cuda_knobs(register_tile=64, column_groups=3)
-    fused, _ = _grouped_kernel(layer_norm, 75, 560, torch.bfloat16)
-    assert "col_group = tl.program_id(0) % 3" in fused
-    assert "r0_offset = (((col_group + 1) * 3 + r0_tile) % 9) * R0_BLOCK" in fused
-    assert fused.count("cache_modifier='.cs')") == 3
+@pytest.mark.parametrize("groups,N,dtype", [
+    (4, 500, torch.float32),  # 4 groups of 2 tiles (LayerNorm at N=65536 on the H100)
+    (3, 560, torch.bfloat16),  # 3 groups of 3, the last tile partial (N=18432: 9 of 2048)
+])
+def test_more_column_groups(plugin, cuda_knobs, groups, N, dtype):
+    """Groups other than two: each program's share of the tiles, the row sums rotated."""
+    cuda_knobs(register_tile=64, column_groups=groups)
+    fused, _ = _grouped_kernel(layer_norm, 75, N, dtype)
+    tiles = -(-N // 64)
+    per_group = tiles // groups
+    assert f"col_group = tl.program_id(0) % {groups}" in fused
+    assert (f"r0_offset = (((col_group + 1) * {per_group} + r0_tile) % {tiles}) * R0_BLOCK"
+            in fused)
+    assert fused.count("cache_modifier='.cs')") == per_group
 
 
 def test_a_one_pass_row_is_never_split(plugin, cuda_knobs):

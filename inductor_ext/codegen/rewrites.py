@@ -142,14 +142,14 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
             body.append(lines[i])
             i += 1
         body_indent = min(len(b) - len(b.lstrip()) for b in body if b.strip())
-        text = "\n".join(body)
-        partials = any(pattern.search(text) for pattern in renames)
+        loop_text = "\n".join(body)
+        partials = any(pattern.search(loop_text) for pattern in renames)
         if groups == 1:
             offsets = [f"{tile} * R0_BLOCK" for tile in range(tiles)]
-        elif partials and not _ROW_ACCUMULATOR.search(text):
+        elif partials and not _ROW_ACCUMULATOR.search(loop_text):
             offsets = [f"(col_group * {per_group} + {tile}) * R0_BLOCK"
                        for tile in range(per_group)]
-        elif not partials and "tl.store(" not in text:
+        elif not partials and "tl.store(" not in loop_text:
             offsets = [f"(((col_group + 1) * {per_group} + {tile}) % {tiles}) * R0_BLOCK"
                        for tile in range(tiles)]
         else:

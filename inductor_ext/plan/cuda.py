@@ -121,6 +121,23 @@ def column_groups_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) 
                  if register_tiles_for(shape, device, tuning, groups)), 0)
 
 
+def register_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
+                    ) -> tuple[CudaTuning, int, int]:
+    """(tuning with the register tile used, column groups, unrolled tiles) of a
+    column-tiled row; (tuning, 1, 0) when no layout fits (looped tiles). A row whose
+    tiles no group count shares evenly halves its tile once, down to `min_register_tile`
+    (N=20480: 5 tiles of 4096, then 10 of 2048 in 2 groups)."""
+    tiles = [tuning.register_tile]
+    if tuning.register_tile // 2 >= tuning.min_register_tile:
+        tiles.append(tuning.register_tile // 2)
+    for tile in tiles:
+        tiled = dataclasses.replace(tuning, register_tile=tile)
+        groups = column_groups_for(shape, device, tiled)
+        if groups:
+            return tiled, groups, register_tiles_for(shape, device, tiled, groups)
+    return tuning, 1, 0
+
+
 def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                             groups: int = 1) -> int:
     """Row programs: as many programs per SM as their register partials allow (at least
@@ -227,14 +244,9 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                                      programs_per_sm=tuning.strided_programs_per_sm)
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
-    groups = column_groups_for(shape, device, tuning) if column_tiled else 0
-    if column_tiled and not groups and tuning.register_tile > tuning.min_register_tile:
-        # Tiles the groups cannot share evenly (N=20480: 5 of 4096) may halve (10 of 2048).
-        halved = dataclasses.replace(tuning, register_tile=tuning.register_tile // 2)
-        groups = column_groups_for(shape, device, halved)
-        tuning = halved if groups else tuning
-    register_tiles = register_tiles_for(shape, device, tuning, groups) if groups else 0
-    groups = groups if register_tiles else 1
+    groups, register_tiles = 1, 0
+    if column_tiled:
+        tuning, groups, register_tiles = register_layout(shape, device, tuning)
     if register_tiles:
         r0_block = min(tuning.register_tile, next_pow2(shape.N))
         block_m = 1
