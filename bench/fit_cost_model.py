@@ -45,16 +45,6 @@ NOISE = 0.03
 def shape_of(row: dict) -> ShapeInfo:
     info = json.loads(row["shape_info"])
     info["device"] = torch.device("cuda")
-    if info.get("strided_bytes") and "strided_elem_bytes" not in info:
-        # Sweeps recorded before these fields: every strided case has one transposed
-        # operand (sweep_cost_model.problem): x in rms/ln, read by the column reduction
-        # too; y in sum pairs, read by the row reduction only.
-        info["strided_elem_bytes"] = info["strided_bytes"] // (int(row["M"]) * int(row["N"]))
-        info["strided_shared_bytes"] = info["strided_bytes"] if row["op"] != "sum" else 0
-    if "row_pieces" not in info and info["N"] not in (int(row["N"]), int(row["M"])):
-        # Sweeps recorded before the field: the hook's rows were pieces of the case's rows
-        # (Inductor's split reduction) where its N is neither of the case's sizes.
-        info["row_pieces"] = int(row["N"]) // info["N"]
     return ShapeInfo(**info)
 
 

@@ -99,19 +99,19 @@ class CudaTuning:
     #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
     #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
     #: and of upstream's own mix-order kernel.
-    fused_overhead_s: float = 3.0e-6
-    fused_efficiency: float = 0.882
-    unfused_overhead_s: float = 7.6e-6
+    fused_overhead_s: float = 3.2e-6
+    fused_efficiency: float = 0.881
+    unfused_overhead_s: float = 8.0e-6
     unfused_efficiency: float = 0.747
-    upstream_overhead_s: float = 16.7e-6
-    upstream_efficiency: float = 0.800
+    upstream_overhead_s: float = 16.4e-6
+    upstream_efficiency: float = 0.801
     #: Looped column tiles: one pass over one column tile of one row block (ln
     #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
     looped_tile_s: float = 2.4e-6
     #: Rows split into column groups: each extra group's read of the shared [M, N] inputs
     #: (for its row sums), as a multiple of their DRAM time (fitted on the sweep's 4
-    #: grouped rows: 0.51, most of it from L2).
-    column_group_read_cost: float = 0.51
+    #: grouped rows: 0.55, most of it from L2).
+    column_group_read_cost: float = 0.55
     #: Fewer rows per program than this: a workspace row per program and the final step
     #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
     #: 16 rows each, one row block: 1.5-2.2x).
@@ -125,8 +125,8 @@ class CudaTuning:
     #: ... and Inductor's unfused kernels' time per strided byte, as a multiple of its DRAM
     #: time, in the row kernel (sum pairs: +2..24 us) and, for the bytes it shares, in the
     #: column kernel as well (rms: +75..125 us).
-    strided_row_kernel_cost: float = 0.21
-    strided_column_kernel_cost: float = 2.25
+    strided_row_kernel_cost: float = 0.20
+    strided_column_kernel_cost: float = 2.22
     #: Strided groups fuse only when predicted below this share of stock: the lowest
     #: predicted ratio of a transposed pair measured slower fused, 1 while none is (all 21
     #: pairs of the H100 sweeps ran 1.06-2.06x faster fused at the strided tiles).
