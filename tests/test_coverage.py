@@ -217,6 +217,10 @@ def test_module_paths_are_relative_to_the_compiled_frame():
     assert clean_module_path("L['self']._modules['model']._modules['norm']") == "model.norm"
     assert clean_module_path("L['mod'].blocks[1].norm2") == "blocks.1.norm2"
     assert clean_module_path("L['self']") == ""
+    # a frame that wraps forward(*args): transformers 5.24's models
+    assert clean_module_path("L['args'][0].model.layers.1.input_layernorm") == \
+        "model.layers.1.input_layernorm"
+    assert clean_module_path("L['args'][0]") == ""
 
 
 def test_coverage_from_tables_counts_a_norm_declined_once_anywhere():

@@ -110,7 +110,10 @@ def is_reduction_op(fx_node: Any) -> bool:
 
 def clean_module_path(path: str) -> str:
     """"L['self'].model.layers.0.norm" or "L['self']._modules['model']" -> "model.layers.0.norm"
-    (the compiled frame's own name is dropped)."""
+    (the compiled frame's own name is dropped). A frame that is a `*args` wrapper around
+    the module's forward (transformers 5.24 wraps its models' forward so) names the module
+    "L['args'][0]": that position is dropped too."""
+    path = re.sub(r"^L\[['\"]args['\"]\]\[\d+\]\.?", "", path)
     path = re.sub(r"^L\[['\"][^'\"]*['\"]\]\.?", "", path)
     path = path.replace("._modules", "").replace("_modules", "")
     path = _SUBSCRIPT.sub(r".\1", path)
