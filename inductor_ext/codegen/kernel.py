@@ -390,8 +390,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         per_group = self.plan.group_tiles
         for part in self.partials:
             for tile in range(per_group):
-                first = (f"{tile}" if self.plan.column_groups == 1
-                         else f"(col_group * {per_group} + {tile})")
+                first = rewrites.own_tile(tile, per_group, self.plan.column_groups)
                 cols = f"{first} * R0_BLOCK + r0_cols"
                 mask = f", {cols} < r0_numel" if masked else ""
                 body.writeline(f"tl.store({self._workspace_pointer(part.index, cols)}, "

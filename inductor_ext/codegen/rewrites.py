@@ -106,6 +106,18 @@ COLUMN_LOOP = "for r0_offset in tl.range(0, r0_numel, R0_BLOCK):"
 _ROW_ACCUMULATOR = re.compile(r"\b_tmp\d+\b")
 
 
+def own_tile(tile: int, per_group: int, groups: int) -> str:
+    """Column tile index (text) of the `tile`-th of a program's own `per_group` tiles: its
+    partials' tile, which the workspace stores address too."""
+    return f"{tile}" if groups == 1 else f"(col_group * {per_group} + {tile})"
+
+
+def rotated_tile(tile: int | str, per_group: int, tiles: int) -> str:
+    """Column tile index (text) of step `tile` of a column group's row-sum walk over all
+    `tiles`, which starts past the group's own share."""
+    return f"(((col_group + 1) * {per_group} + {tile}) % {tiles})"
+
+
 @_register("unroll_column_loops", COLUMN_LOOP, required=True)
 def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: int = 1,
                         unroll_row_sums: bool = True) -> str:
@@ -147,10 +159,10 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
         if groups == 1:
             offsets = [f"{tile} * R0_BLOCK" for tile in range(tiles)]
         elif partials and not _ROW_ACCUMULATOR.search(loop_text):
-            offsets = [f"(col_group * {per_group} + {tile}) * R0_BLOCK"
+            offsets = [f"{own_tile(tile, per_group, groups)} * R0_BLOCK"
                        for tile in range(per_group)]
         elif not partials and "tl.store(" not in loop_text:
-            offsets = [f"(((col_group + 1) * {per_group} + {tile}) % {tiles}) * R0_BLOCK"
+            offsets = [f"{rotated_tile(tile, per_group, tiles)} * R0_BLOCK"
                        for tile in range(tiles)]
         else:
             return code
@@ -161,7 +173,7 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
                 continue
             out.append(f"{indent}for r0_tile in tl.range(0, {tiles}):")
             indent += "    "
-            offsets = [f"(((col_group + 1) * {per_group} + r0_tile) % {tiles}) * R0_BLOCK"]
+            offsets = [f"{rotated_tile('r0_tile', per_group, tiles)} * R0_BLOCK"]
         for tile, offset in enumerate(offsets):
             out.append(f"{indent}r0_offset = {offset}")
             for body_line in body:

@@ -88,7 +88,7 @@ def rows_in_l1(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                groups: int = 1) -> int:
     """Rows whose [M, N] inputs fit the L1 share the unrolled tiles' second pass reads (a
     column group's program reads back its own share of each row)."""
-    row_bytes = max(1, shape.shared_bytes // max(1, shape.M_hint) // groups)
+    row_bytes = max(1, shape.shared_row_bytes // groups)
     return int(tuning.register_rows_l1_share * device.l1_bytes // row_bytes)
 
 
@@ -202,8 +202,8 @@ def hint_fits_l2(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, grid:
     more the hints pushed out what the programs were reading: ln 4096x16384 fp32 347 /
     318, rms 2048x32768 bf16 172 / 165, ln 2048x32768 fp32 489 / 351, rms 2048x32768 fp32
     (64 MB) 476 / 356."""
-    row_bytes = shape.shared_bytes // max(1, shape.M_hint)
-    return grid * block_m * row_bytes <= tuning.register_tiled_hint_l2_share * device.l2_bytes
+    hinted = grid * block_m * shape.shared_row_bytes
+    return hinted <= tuning.register_tiled_hint_l2_share * device.l2_bytes
 
 
 def final_step_block(tuning: CudaTuning, N: int, programs: int, partials: int,

@@ -57,9 +57,9 @@ class CudaTuning:
     #: more only where fewer do not: 4 were slower than 2 at N=32768, and faster than
     #: looped tiles at 65536, where 2 do not fit).
     max_column_groups: int = 4
+    column_groups: int = 0
     #: A row whose tiles no group count shares evenly halves its tile once, down to this.
     min_register_tile: int = 2048
-    column_groups: int = 0
     #: Rows split into column groups sum the row in a run-time loop over the tiles; the
     #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
     #: the partials (H100, ln 2048x32768 bf16: 230 -> 224 us, ln 16384x32768 bf16 2216 ->

@@ -73,6 +73,12 @@ class ShapeInfo:
         return out
 
     @property
+    def shared_row_bytes(self) -> int:
+        """Bytes of one row of the [M, N] inputs both sides read (what a program re-reads
+        from L1 in a second pass, or hints into L2 ahead)."""
+        return self.shared_bytes // max(1, self.M_hint)
+
+    @property
     def accumulator_bytes(self) -> int:
         """Bytes of one partial (one column of one column reduction)."""
         return getattr(torch, self.accumulator).itemsize
