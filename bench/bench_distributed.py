@@ -544,6 +544,9 @@ def main(argv: list[str] | None = None) -> int:
                 writer.writeheader()
                 writer.writerows(rows)
             print(f"wrote {args.csv}")
+    # Every rank leaves together: a rank that tore gloo down while rank 0 still wrote the
+    # CSV aborted ("terminate called without an active exception", CI on CPU, once).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
