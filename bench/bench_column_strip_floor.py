@@ -31,6 +31,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     GraphTimer,
+    check,
     copy_tbps,
     has_upstream_mix_order,
     parse_shapes,
@@ -106,10 +107,6 @@ def sum_pair(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return (x + y).sum(-1), x.sum(0)
 
 
-def max_rel_err(got: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...]) -> float:
-    return max(((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, ref))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxN:dtype,... (sum pairs)")
@@ -132,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             torch._dynamo.reset()
             compiled = torch.compile(sum_pair, options=options, dynamic=False)
             _, got, graph = timer.run(functools.partial(compiled, x, yt.t()))
-            row[f"{name}_err"] = max_rel_err(got, ref)
+            ok, row[f"{name}_err"] = check(got, ref)
+            if not ok:
+                raise SystemExit(f"{row['case']}: {name} is wrong "
+                                 f"(max rel err {row[f'{name}_err']:.3g})")
             row[f"{name}_us"] = timer.time_us(graph)
         best = None
         for bm, bn, warps, stages, per_sm in CONFIG_GRID:
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                          triton.cdiv(M, bm))
             launch = column_strip(x, yt, bm, bn, warps, stages, groups)
             _, got, graph = timer.run(launch)
-            err = max_rel_err(got, ref)
-            if err > (1e-2 if dtype != torch.float32 else 1e-5):
+            ok, err = check(got, ref)
+            if not ok:
                 raise SystemExit(f"{row['case']}: column strip {bm}x{bn} is wrong "
                                  f"(max rel err {err:.3g})")
             us = timer.time_us(graph)
