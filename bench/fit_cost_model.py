@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from inductor_ext.plan import (  # noqa: E402
     CudaTuning,
     DeviceInfo,
+    LaunchPlan,
     PlanOptions,
     ShapeInfo,
     cost,  # noqa: E402
@@ -53,13 +54,21 @@ def measured_speedup(row: dict) -> float:
     return best / float(row["fused_us"])
 
 
+def plan_of(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -> LaunchPlan:
+    """The hook's plan for a row's shape: a column strip's laid out per piece."""
+    plan = cuda_plan.plan(shape, H100, tuning, options)
+    if shape.walks_pieces:
+        plan = cuda_plan.with_segments(plan, shape.row_pieces, shape.M_hint, True)
+    return plan
+
+
 def decide(row: dict, tuning: CudaTuning | None = None, gates: str = "strict"
            ) -> tuple[bool, cost.Estimate]:
     """The model's decision for a sweep row (torch 2.11: upstream's strict gates)."""
     tuning = tuning or CudaTuning()
     shape = shape_of(row)
     options = PlanOptions(upstream_gates=gates)
-    plan = cuda_plan.plan(shape, H100, tuning, options)
+    plan = plan_of(shape, tuning, options)
     est = cost.estimate(shape, plan, H100, tuning, options)
     split = split_rows_reason(shape)  # the hook declines these before the model
     if split:
@@ -88,8 +97,9 @@ def fit(rows: list[dict]) -> dict[str, float]:
     bw = H100.dram_bytes_per_s
     regimes: dict[str, list[tuple[float, float]]] = {"fused": [], "unfused": [],
                                                      "upstream": []}
-    # Groups of split rows are declined before the model (plan.split_rows_reason).
-    rows = [row for row in rows if shape_of(row).row_pieces == 1]
+    # Groups of split rows are declined before the model (plan.split_rows_reason), or
+    # are column strips, fitted apart (fit_strips).
+    all_rows, rows = rows, [row for row in rows if shape_of(row).row_pieces == 1]
     for row in rows:
         shape = shape_of(row)
         if shape.strided_bytes or row["layout"] != "contiguous":
@@ -112,7 +122,26 @@ def fit(rows: list[dict]) -> dict[str, float]:
         out[f"{name}_points"] = len(points)
     out.update(fit_strided(rows))
     out.update(fit_column_groups(rows))
+    out.update(fit_strips(all_rows))
     return out
+
+
+def fit_strips(rows: list[dict]) -> dict[str, float]:
+    """The column strips' overhead: the mean of their measured fused time over the
+    model's without that term (the transposed sum pairs Inductor split into pieces)."""
+    base = dataclasses.replace(CudaTuning(), strip_overhead_s=0.0)
+    residuals = []
+    for row in rows:
+        shape = shape_of(row)
+        if not (shape.walks_pieces and shape.strided_bytes and row.get("fused_us")):
+            continue
+        est = cost.estimate(shape, plan_of(shape, base, PlanOptions()), H100, base,
+                            PlanOptions())
+        residuals.append(float(row["fused_us"]) * 1e-6 - est.fused_s)
+    if not residuals:
+        return {"strip_overhead_s": float("nan"), "strip_points": 0}
+    return {"strip_overhead_s": sum(residuals) / len(residuals),
+            "strip_points": len(residuals)}
 
 
 def fit_column_groups(rows: list[dict]) -> dict[str, float]:
@@ -242,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'column_group_read_cost':27s} fitted {fitted['column_group_read_cost']:.3f} "
           f"over {fitted['column_group_points']} grouped rows; committed "
           f"{tuning.column_group_read_cost:.3f}")
+    print(f"  {'strip_overhead_s':27s} fitted {fitted['strip_overhead_s'] * 1e6:.1f} us over "
+          f"{fitted['strip_points']} column strips; committed "
+          f"{tuning.strip_overhead_s * 1e6:.1f} us")
     misses = 0
     for row in rows:
         fuse, est = decide(row)

@@ -24,6 +24,8 @@ import fit_cost_model  # noqa: E402
 
 SWEEP = ROOT / "bench" / "results" / "cost_sweep_h100.csv"
 SPLIT_ROWS_FUSED = ROOT / "bench" / "results" / "cost_sweep_split_rows_fused_h100.csv"
+STRIPS = ROOT / "bench" / "results" / "cost_sweep_strips_h100.csv"
+STRIPS_BEFORE_RULE = ROOT / "bench" / "results" / "cost_sweep_strips_before_rule_h100.csv"
 
 
 def _rows() -> list[dict]:
@@ -379,6 +381,89 @@ def test_the_committed_split_rows_all_ran_slower_fused():
                    if r["case"] in {s["case"] for s in split})
     assert max(fit_cost_model.measured_speedup(r) for r in split) < 1.0
     assert all(not fit_cost_model.decide(r)[0] for r in split)
+
+
+def _csv(path: pathlib.Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_column_strips_decisions_and_overhead_match_their_sweep():
+    """The transposed sum pairs Inductor split into pieces, walked one piece per program
+    (cost_sweep_strips_h100.csv, H100): each decision agrees with the measurement, the
+    fused ones are faster than stock, and the committed strip overhead is the fit's."""
+    rows = [r for r in _csv(STRIPS) if r["shape_info"]]
+    assert len(rows) == 4
+    for row in rows:
+        shape = fit_cost_model.shape_of(row)
+        assert shape.walks_pieces and shape.strided_bytes and shape.row_pieces in (16, 32)
+        fuse, est = fit_cost_model.decide(row)
+        assert fit_cost_model.agrees(row, fuse), (row["case"], est.describe())
+        if row["model_fuses"] == "True":
+            assert float(row["ext_us"]) < float(row["stock_us"]), row["case"]
+    fitted = fit_cost_model.fit_strips(rows)
+    assert fitted["strip_points"] == 4
+    assert fitted["strip_overhead_s"] == pytest.approx(CudaTuning().strip_overhead_s,
+                                                       rel=0.05)
+
+
+def test_split_rows_without_a_strided_operand_stay_declined():
+    """The split long rows walked as strips, measured fused before the rule
+    (cost_sweep_strips_before_rule_h100.csv): without a transposed operand the strip has
+    no gain (0.58-1.05x), so split_rows_reason declines them; the sums it keeps."""
+    rows = _csv(STRIPS_BEFORE_RULE)
+    plain = [r for r in rows if r["op"] != "sum"]
+    assert len(plain) == 8
+    for row in plain:
+        shape = fit_cost_model.shape_of(row)
+        assert shape.walks_pieces and not shape.strided_bytes
+        assert "column strip pays only" in fit_cost_model.split_rows_reason(shape)
+    speedups = sorted(fit_cost_model.measured_speedup(r) for r in plain)
+    assert speedups[-1] < 1.06 and speedups[len(speedups) // 2] < 1.0
+    for row in (r for r in rows if r["op"] == "sum"):
+        assert not fit_cost_model.split_rows_reason(fit_cost_model.shape_of(row))
+
+
+def _transposed_sum_pair(x, y):
+    return (x + y).sum(-1), x.sum(0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_split_transposed_sum_is_fused_as_column_strips(interp, tmp_path, monkeypatch,
+                                                          dtype):
+    """Inductor splits `(x + y).sum(-1)` with y transposed into pieces of each row (forced
+    to 4 here, as the H100 splits 4096x4096 into 32): the column sum `x.sum(0)` reduces per
+    piece, so each program walks one piece's rows (row t * 4 + piece), sharing x's loads.
+    Both sums match float64, one kernel fewer than stock, the table records the strip."""
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.utils import run_and_get_code
+
+    from inductor_ext.testing.reference import max_rel_err, tolerance
+
+    monkeypatch.chdir(tmp_path)
+    M = N = 96
+    monkeypatch.setattr(InductorChoices, "reduction_split_factor",
+                        staticmethod(lambda device, reduction_numel_hint, numel_hint,
+                                     inner_reduction: 4))
+    x = torch.randn(M, N, dtype=dtype)
+    y = torch.randn(N, M, dtype=dtype).t()
+    with torch._inductor.config.patch(inductor_ext.options()), \
+            inductor_ext.config.patch(always_fuse=True), \
+            torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion"):
+        (rows, cols), (code,) = run_and_get_code(torch.compile(_transposed_sum_pair), x, y)
+    ref_rows, ref_cols = _transposed_sum_pair(x.double(), y.double())
+    assert max_rel_err(rows, ref_rows) < tolerance(dtype)
+    assert max_rel_err(cols, ref_cols) < tolerance(dtype)
+    with open(os.path.join(tmp_path, "metric_table_mix_order_fusion.csv")) as f:
+        (row,) = list(csv.DictReader(f))
+    info = json.loads(row["shape_info"])
+    assert info["walks_pieces"] and info["row_pieces"] == 4
+    assert (info["M_hint"], info["N"]) == (M * 4, N // 4)
+    assert info["strided_rows_adjacent"]  # along the original rows, as the strip walks
+    assert "xindex = xstep * 4 + seg" in code
+    torch._dynamo.reset()
+    _, (stock,) = run_and_get_code(torch.compile(_transposed_sum_pair), x, y)
+    assert code.count("@triton.jit") == stock.count("@triton.jit") - 1
 
 
 def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_path,

@@ -174,6 +174,18 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             return head + self.flavor.loop_header(self.plan, self.row_program)
         S, per = self.plan.segments, self.plan.programs_per_segment
         program = self.row_program
+        if self.plan.interleaved_segments:
+            # Sample `seg` is rows seg, seg + S, ...: the loop walks their positions t
+            # (row = t * S + seg), this program's share of them.
+            return head + [
+                f"seg_rows = xnumel // {S}",
+                "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
+                f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK",
+                f"seg = {program} // {per}",
+                f"row_start = ({program} % {per}) * rows_per_program",
+                "row_end = tl.minimum(row_start + rows_per_program, seg_rows)",
+                "row_step = XBLOCK",
+            ]
         return head + [
             f"seg_rows = xnumel // {S}",
             "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
@@ -437,6 +449,11 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
+        if self.segmented and self.plan.interleaved_segments:
+            body.writeline("xstep = xoffset + tl.arange(0, XBLOCK)[:, None]")
+            body.writeline(f"xindex = xstep * {self.plan.segments} + seg")
+            body.writeline("xmask = xstep < row_end")
+            return
         body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
         x_tree = self.range_trees[0]
         if self._has_constant_mask(x_tree):
@@ -499,7 +516,8 @@ def column_body(col: Any, M: Any = None, N: Any = None) -> ColumnBody:
         buf = col.out_node.node
     (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
     if col.segments > 1:
-        seg = reorder.segmented_body(body, iter_sizes, red_sizes, col.segments, M, N)
+        seg = reorder.segmented_body(body, iter_sizes, red_sizes, col.segments, M, N,
+                                     col.interleaved)
         if seg is None:
             raise RuntimeError(f"{col.out_name}: segmented body does not split")
         swapped, ranges = seg

@@ -31,9 +31,10 @@ class Planner:
     profitable: Callable[[ShapeInfo, LaunchPlan, DeviceInfo, Any, PlanOptions],
                          tuple[bool, str]]
     accumulator_dtypes: tuple[torch.dtype, ...]
-    #: (plan, B, M hint) -> the plan laid out per sample for segmented column reductions;
-    #: None: the target has no per-sample row loop (they are declined).
-    segments: Callable[[LaunchPlan, int, int], LaunchPlan] | None = None
+    #: (plan, B, M hint, interleaved) -> the plan laid out per sample for segmented column
+    #: reductions (interleaved: the samples are a split row's pieces); None: the target
+    #: has no per-sample row loop (they are declined).
+    segments: Callable[[LaunchPlan, int, int, bool], LaunchPlan] | None = None
 
 
 PLANNERS: dict[str, Planner] = {
@@ -68,16 +69,24 @@ def planner_for(target: str) -> Planner:
 
 def split_rows_reason(shape: ShapeInfo) -> str:
     """Why a group whose rows are pieces of longer rows is not fused, on any target ("" if
-    its rows are whole). Inductor splits a reduction over few long rows (or over a
-    transposed operand) into partial sums; fused, the kernel saves only the column
-    kernel's second read, while dx still waits for the second stage, and the pieces' many
-    short rows pay for a workspace row per program. The H100 sweep ran all 12 such cases
-    slower fused (0.12-0.99x of stock: cost_sweep_h100.csv)."""
-    if shape.row_pieces <= 1:
+    its rows are whole, or if it is a column strip). Inductor splits a reduction over few
+    long rows (or over a transposed operand) into partial sums; fused with each program
+    on all pieces, the kernel saves only the column kernel's second read while dx still
+    waits for the second stage, and the pieces' many short rows pay for a workspace row
+    per program: the H100 sweep ran all 12 such cases slower (0.12-0.99x of stock,
+    cost_sweep_h100.csv). Where the columns reduce per piece (`walks_pieces`) and the row
+    side reads a transposed operand, each program walks one piece's rows: the operand is
+    read in runs along the original rows, which Inductor's split kernel cannot do
+    (1.09-1.14x of stock at 8192x4096, cost_sweep_strips_h100.csv). Without a strided
+    operand the strip has no such gain: the 8 split long rows of that run were 0.58-1.05x
+    fused."""
+    if shape.row_pieces <= 1 or (shape.walks_pieces and shape.strided_bytes):
         return ""
+    strip = (" (a column strip pays only where the row side reads a transposed operand)"
+             if shape.walks_pieces else "")
     return (f"Inductor split each row of {shape.N * shape.row_pieces} into "
             f"{shape.row_pieces} pieces of {shape.N}: the row side holds partial sums, not "
-            "whole rows, so fusing saves only the column kernel's read")
+            f"whole rows, so fusing saves only the column kernel's read{strip}")
 
 
 __all__ = [

@@ -126,6 +126,8 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: Cud
         fused = max(fused, blocks_per_program * tuning.load_round_trip_s)
         fused += column_group_s(shape, plan, device, tuning)
     fused += strided_fused_s(shape, plan, device, tuning)
+    if shape.walks_pieces:
+        fused += tuning.strip_overhead_s
     unfused = (tuning.unfused_overhead_s + strided_unfused_s(shape, device, tuning)
                + (shape.total_bytes + shape.shared_bytes) / (bw * tuning.unfused_efficiency))
     upstream = None

@@ -312,12 +312,16 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         unpin_row_loads=bool(register_tiles) and tuning.unpin_register_tiled_rows)
 
 
-def with_segments(plan_: LaunchPlan, segments: int, M_hint: int) -> LaunchPlan:
+def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
+                  interleaved: bool = False) -> LaunchPlan:
     """The plan with its programs laid out per sample for segmented column reductions:
     about as many programs as planned, a whole number per sample, none with no row block
     of its sample to walk. The register double buffering stays off (its next-block loads
-    would be written for one row range over all M rows)."""
-    segmented = dataclasses.replace(plan_, segments=segments, prefetch=False)
+    would be written for one row range over all M rows), and for interleaved samples the
+    L2 hint too (it hints a run of adjacent rows, which is not the next row block)."""
+    segmented = dataclasses.replace(plan_, segments=segments, prefetch=False,
+                                    interleaved_segments=interleaved,
+                                    l2_prefetch=0 if interleaved else plan_.l2_prefetch)
     blocks = max(1, segmented.row_blocks_per_segment(M_hint))
     per_segment = max(1, min(blocks, -(-plan_.programs // segments)))
     return dataclasses.replace(segmented, programs=segments * per_segment)

@@ -65,6 +65,11 @@ class ShapeInfo:
     #: The row side writes [M, N] values from its row reductions (dx): the partials then
     #: ride a pass of their own after the row sums, which column groups split.
     rows_after_sums: bool = False
+    #: The column reductions' samples are the row's pieces (`row_pieces` of them): a
+    #: column sum beside a row sum Inductor split. Each program walks one piece's rows
+    #: (a column strip), so the pieces share their loads with the column side and the
+    #: strided operands are read in runs along the original rows.
+    walks_pieces: bool = False
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""
@@ -155,6 +160,9 @@ class LaunchPlan:
     #: programs are B groups of `programs // segments`, each group walking one sample's
     #: T = M / B rows, so a program's partials belong to one sample. 1: no segments.
     segments: int = 1
+    #: Segmented only: sample b's rows are b, b + B, b + 2B, ... (the pieces of a split
+    #: row, Inductor's row r being piece r % B of row r // B), not one run of M / B rows.
+    interleaved_segments: bool = False
 
     @property
     def accumulator_dtype(self) -> torch.dtype:

@@ -45,6 +45,7 @@ from .match import (
     segments_of,
     shared_matrices,
     size_hint,
+    split_pieces,
 )
 from .trivial import shape_class, trivial_declines
 
@@ -97,6 +98,8 @@ class _Pair:
     #: A segmented pair, fusable or not (its swapped view is never a pair: no row of it
     #: reports this column's decline).
     segmented: bool = False
+    #: The samples are the row's pieces (a split row sum): interleaved rows per sample.
+    interleaved: bool = False
 
     def key(self) -> tuple[Any, ...]:
         return (-self.shared_bytes, self.row.rank, self.row.index)
@@ -231,7 +234,8 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
         pair = _Pair(row, sum(nbytes(name) for name in shared | handed), row.reason,
                      row.detail, segmented=segments is not None)
         if pair.reason is None and segments is not None:
-            bad = legality.check_segments(col, segments, row.M, row.N)
+            pair.interleaved = split_pieces(row.node, row.N) == size_hint(segments)
+            bad = legality.check_segments(col, segments, row.M, row.N, pair.interleaved)
             if bad:
                 pair.reason, pair.detail = bad
             else:
@@ -240,7 +244,7 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
             if col_ancestors is None:
                 col_ancestors = legality.ancestors_of(col.absorbed)
             bad = legality.check_pair(row.node, col, row.ancestors, col_ancestors,
-                                      segments=pair.segments)
+                                      segments=pair.segments, interleaved=pair.interleaved)
             if bad:
                 pair.reason, pair.detail = bad
         pairs.append(pair)
@@ -287,8 +291,10 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
                       f"{row.name} + {c.col.out_name} would run both before and after {via}")
                 continue
             c.col.segments = pair.segments
+            c.col.interleaved = pair.interleaved
             c.col.row_reads = frozenset(
-                legality.row_outputs_read(row.node, c.col, pair.segments) or ())
+                legality.row_outputs_read(row.node, c.col, pair.segments,
+                                          pair.interleaved) or ())
             groups.setdefault(row.index, (row, []))[1].append(c)
             inner_ops |= row.ops
             absorbed_ops |= c.ops

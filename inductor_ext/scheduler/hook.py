@@ -25,7 +25,7 @@ from . import legality
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
-from .match import Candidate, cast_consumer, row_steps, strided_column_reads
+from .match import Candidate, cast_consumer, row_steps, split_pieces, strided_column_reads
 from .origin import Attribution
 
 
@@ -55,15 +55,8 @@ def _nbytes(name: str) -> tuple[int, int]:
 
 
 def row_pieces(cand: Candidate) -> int:
-    """Pieces Inductor split each row of the group into: its split reduction's first stage
-    reduces M * k rows of N / k (compat.unsplit_records keeps what it was split from)."""
-    pieces = 1
-    for sub in cand.inner.get_nodes():
-        record = compat.split_record_of(sub)
-        if record is not None and sub.is_reduction():
-            whole = _hint(sympy.Mul(*record.reduction_ranges))
-            pieces = max(pieces, whole // int(cand.N))
-    return pieces
+    """Pieces Inductor split each row of the group into (match.split_pieces)."""
+    return split_pieces(cand.inner, cand.N)
 
 
 def writes_rows_after_sums(cand: Candidate, matrix_numel: int) -> bool:
@@ -101,9 +94,13 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     column_reads = [strided_column_reads(col, cand.M, cand.N) for col in cand.columns]
     column_strided = {name for reads_ in column_reads for name in reads_.names} - strided
     # Adjacent rows of a strided operand: a step of one element from row to row (x.t()),
-    # not a permuted [N, T, B] read as rows (b, t), nor pieces of a longer axis.
+    # not a permuted [N, T, B] read as rows (b, t), nor pieces of a longer axis. Programs
+    # that walk one piece's rows step along the rows the pieces were split from.
+    pieces = row_pieces(cand)
+    walks_pieces = any(col.interleaved for col in cand.columns)
+    walked = N * pieces if walks_pieces else N
     row_side_steps = [step for sub in cand.inner.get_nodes() if isinstance(sub, SchedulerNode)
-                      for step in row_steps(sub, strided, N)]
+                      for step in row_steps(sub, strided, walked)]
     rows_adjacent = (all(abs(step) == 1 for step in row_side_steps)
                      and all(reads_.rows_adjacent for reads_ in column_reads if reads_.names))
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
@@ -127,7 +124,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_shared_bytes=sum(_nbytes(name)[0] for name in strided & shared),
                      strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided),
                      strided_rows_adjacent=rows_adjacent,
-                     row_pieces=row_pieces(cand),
+                     row_pieces=pieces, walks_pieces=walks_pieces,
                      rows_after_sums=writes_rows_after_sums(cand, matrix_numel))
 
 
@@ -160,7 +157,7 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     plan = planner.plan(shape, info, tuning, options)
     if segments > 1:
         assert planner.segments is not None  # matching declined the columns otherwise
-        plan = planner.segments(plan, segments, shape.M_hint)
+        plan = planner.segments(plan, segments, shape.M_hint, shape.walks_pieces)
     if plan.column_tiled and any(col.row_reads for col in cand.columns):
         return None, shape, "not_persistent", ("a column reduction reads what the row side "
                                                "computes, which needs the whole row at once")

@@ -70,16 +70,17 @@ def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> str | None:
 
 
 def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
-                   N: sympy.Expr) -> tuple[str, str] | None:
+                   N: sympy.Expr, interleaved: bool = False) -> tuple[str, str] | None:
     """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
-    `segments`) cannot ride an [M, N] row reduction's per-sample row loop."""
+    `segments`) cannot ride an [M, N] row reduction's per-sample row loop (`interleaved`:
+    the samples are the pieces of a split row, see reorder.segmented_body)."""
     from .reorder import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
         return "dynamic_segments", (f"{col.out_name} reduces per sample over {segments} "
                                     "samples, a symbolic count")
     (iter_sizes, red_sizes), body = column_loop_body(col)
-    if segmented_body(body, iter_sizes, red_sizes, segments, M, N) is None:
+    if segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved) is None:
         return "segmented_unsupported", (f"{col.out_name} over {list(iter_sizes)} x "
                                          f"{list(red_sizes)} does not split into {segments} "
                                          f"samples of [{sympy.simplify(M / segments)}, {N}]")
@@ -87,11 +88,12 @@ def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
 
 
 def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
-               col_ancestors: set[str] | None = None, segments: int = 1
-               ) -> tuple[str, str] | None:
+               col_ancestors: set[str] | None = None, segments: int = 1,
+               interleaved: bool = False) -> tuple[str, str] | None:
     """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
     `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
-    per row and column); `segments`: B of a segmented pair."""
+    per row and column); `segments`: B of a segmented pair (`interleaved`: its samples are
+    the row's pieces)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
         return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
@@ -104,14 +106,14 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
     if inner.get_operation_names() & col_ancestors:
-        read, why = _row_outputs(inner, col, segments)
+        read, why = _row_outputs(inner, col, segments, interleaved)
         if read is None:
             return "producer_consumer", f"{col.out_name} needs {inner.get_name()}: {why}"
     return None
 
 
-def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1
-                     ) -> set[str] | None:
+def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1,
+                     interleaved: bool = False) -> set[str] | None:
     """The buffers through which `col` depends on the row side `inner`, when the fused
     kernel can hand it their values; None when it cannot.
 
@@ -127,11 +129,11 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
     reached through those reads (a path through another kernel is a cycle, refused by
     the caller). A segmented column (`segments` = B > 1) is checked at the kernel's
     (row, column), its sample and step taken from the row (reorder.segmented_body)."""
-    return _row_outputs(inner, col, segments)[0]
+    return _row_outputs(inner, col, segments, interleaved)[0]
 
 
-def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1
-                 ) -> tuple[set[str] | None, str]:
+def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1,
+                 interleaved: bool = False) -> tuple[set[str] | None, str]:
     """``row_outputs_read``'s answer, and when it is None why: the decline's detail."""
     writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
@@ -146,14 +148,15 @@ def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int =
     if segments > 1:
         M, N = M * segments, sympy.simplify(N / segments)
     for name in sorted(direct):
-        why = _row_block_element(writer[name], col, name, M, N, segments)
+        why = _row_block_element(writer[name], col, name, M, N, segments, interleaved)
         if why is not None:
             return None, why
     return direct, ""
 
 
 def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
-                       M: sympy.Expr, N: sympy.Expr, segments: int = 1) -> str | None:
+                       M: sympy.Expr, N: sympy.Expr, segments: int = 1,
+                       interleaved: bool = False) -> str | None:
     """None when `col` reads `name` only where `producer`, run inside the row kernel,
     stores the row block's own element: [row, column] of an [M, N] buffer, or [row] of an
     [M] one; else what differs. In the row kernel the producer's iteration runs row-major
@@ -180,7 +183,7 @@ def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: 
         if sympy.expand(stores[0] - _flat(p_vars, sizes)) != 0:
             return f"{shape} at {stores[0]}, not densely in its iteration order"
         if _segmented_reads_element(col_body, iter_sizes, col_red_sizes, segments, name,
-                                    M, N, per_row):
+                                    M, N, per_row, interleaved):
             return None
         return f"{col.out_name} reads {name} per sample away from the row block's element"
     c_vars = index_symbols("mo_c", len(iter_sizes))
@@ -273,12 +276,13 @@ def _over_pieces(sizes: Sequence[sympy.Expr], pieces: list[int],
 
 def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],
                              red_sizes: list[sympy.Expr], segments: int, name: str,
-                             M: sympy.Expr, N: sympy.Expr, per_row: bool) -> bool:
+                             M: sympy.Expr, N: sympy.Expr, per_row: bool,
+                             interleaved: bool = False) -> bool:
     """A segmented column's loads of `name`, at the kernel's (row, column) and simplified
     as codegen does, are all [row, column] (or [row])."""
     from .reorder import segmented_body
 
-    seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N)
+    seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved)
     if seg is None:
         return False
     row, column = index_symbols("mo_g", 2)

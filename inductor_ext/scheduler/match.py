@@ -40,6 +40,9 @@ class ColumnReduction:
     #: Samples B of a segmented column reduction ([B, T, N] -> [B, N] over the row side's
     #: B*T rows, adaLN's d(scale)/d(shift)); 1 for a reduction over all M rows.
     segments: int = 1
+    #: Segmented by the row side's pieces: sample b is rows b, b + B, ... of a row
+    #: reduction Inductor split into B pieces per row (reorder.segmented_body).
+    interleaved: bool = False
 
     @property
     def out_name(self) -> str:
@@ -302,6 +305,19 @@ def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
         except Exception:
             continue
     return False
+
+
+def split_pieces(node: BaseSchedulerNode, N: sympy.Expr) -> int:
+    """Pieces Inductor split each row of the row side `node` into (1: whole rows): its
+    split reduction's first stage reduces M * k rows of N / k, and compat.unsplit_records
+    keeps what it was split from. Row r of such a stage is piece r % k of row r // k."""
+    pieces = 1
+    for sub in node.get_nodes():
+        record = compat.split_record_of(sub)
+        if record is not None and sub.is_reduction():
+            whole = size_hint(sympy.Mul(*record.reduction_ranges))
+            pieces = max(pieces, whole // size_hint(N))
+    return pieces
 
 
 def size_hint(expr: sympy.Expr) -> int:

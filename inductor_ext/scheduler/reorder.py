@@ -89,26 +89,34 @@ def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: A
 
 
 def segmented_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any],
-                   segments: Any, M: Any, N: Any) -> tuple[LoopBody, list[list[Any]]] | None:
+                   segments: Any, M: Any, N: Any, interleaved: bool = False
+                   ) -> tuple[LoopBody, list[list[Any]]] | None:
     """A segmented column reduction ([B, T, N] -> [B, N]) over the fused kernel's axes:
     (body called as body([row], [column]), [[M], [N]]), its sample b = row // T, its
     reduction index t = row % T, its column n = column; None when its output does not
     split into B samples of N columns (row-major) or its reduction is not T long.
+    `interleaved`: b = row % B and t = row // B instead (the row side is Inductor's split
+    of longer rows into B pieces: its row r is piece r % B of row r // B).
 
     Every (b, t, n) is visited once whatever the tensors' layout, so the partials are
     right; with [B, T, N] inputs the indices join back to row * N + column (Inductor
-    simplifies (row // T) * T * N + (row % T) * N), the row side's own loads."""
+    simplifies (row // T) * T * N + (row % T) * N), the row side's own loads, and so do
+    a split row's pieces interleaved ((row // B) * B * N + (row % B) * N)."""
     T = sympy.simplify(M / segments)
     if (sympy.simplify(sympy.Mul(*iter_sizes) - segments * N) != 0
             or sympy.simplify(sympy.Mul(*red_sizes) - T) != 0):
         return None
     (new_vars,), var_ranges = index_vars_no_squeeze([M, N], prefix="g")
     row, col = new_vars
+    if interleaved:
+        sample, t = ModularIndexing(row, 1, segments), FloorDiv(row, segments)
+    else:
+        sample, t = FloorDiv(row, T), ModularIndexing(row, 1, T)
     k = split_point(list(iter_sizes), segments)
     if k is not None:
-        out = _coords(FloorDiv(row, T), iter_sizes[:k]) + _coords(col, iter_sizes[k:])
+        out = _coords(sample, iter_sizes[:k]) + _coords(col, iter_sizes[k:])
     else:  # samples and columns merged into one loop: the flat index b * N + n
-        out = _coords(FloorDiv(row, T) * N + col, iter_sizes)
-    step = _coords(ModularIndexing(row, 1, T), red_sizes)
+        out = _coords(sample * N + col, iter_sizes)
+    step = _coords(t, red_sizes)
     swapped = LoopBody(body, [out, step], var_ranges, [row], [col])
     return swapped, [[M], [N]]
