@@ -428,19 +428,25 @@ def _transposed_sum_pair(x, y):
     return (x + y).sum(-1), x.sum(0)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_split_transposed_sum_is_fused_as_column_strips(interp, tmp_path, monkeypatch,
-                                                          dtype):
+@pytest.mark.parametrize("dtype,double_buffered", [(torch.float32, False),
+                                                   (torch.bfloat16, False),
+                                                   (torch.bfloat16, True)])
+def test_a_split_transposed_sum_is_fused_as_column_strips(interp, cuda_knobs, tmp_path,
+                                                          monkeypatch, dtype,
+                                                          double_buffered):
     """Inductor splits `(x + y).sum(-1)` with y transposed into pieces of each row (forced
     to 4 here, as the H100 splits 4096x4096 into 32): the column sum `x.sum(0)` reduces per
-    piece, so each program walks one piece's rows (row t * 4 + piece), sharing x's loads.
-    Both sums match float64, one kernel fewer than stock, the table records the strip."""
+    piece, so each program walks one piece's rows (row t * 4 + piece), sharing x's loads;
+    double-buffered, the next block's rows are the piece's too. Both sums match float64,
+    one kernel fewer than stock, the table records the strip."""
     from torch._inductor.choices import InductorChoices
     from torch._inductor.utils import run_and_get_code
 
     from inductor_ext.testing.reference import max_rel_err, tolerance
 
     monkeypatch.chdir(tmp_path)
+    if double_buffered:
+        cuda_knobs(prefetch_min_n=1, prefetch_min_rows=1)
     M = N = 96
     monkeypatch.setattr(InductorChoices, "reduction_split_factor",
                         staticmethod(lambda device, reduction_numel_hint, numel_hint,
@@ -461,6 +467,7 @@ def test_a_split_transposed_sum_is_fused_as_column_strips(interp, tmp_path, monk
     assert (info["M_hint"], info["N"]) == (M * 4, N // 4)
     assert info["strided_rows_adjacent"]  # along the original rows, as the strip walks
     assert "xindex = xstep * 4 + seg" in code
+    assert ("xindex_pf = xstep_pf * 4 + seg" in code) is double_buffered
     torch._dynamo.reset()
     _, (stock,) = run_and_get_code(torch.compile(_transposed_sum_pair), x, y)
     assert code.count("@triton.jit") == stock.count("@triton.jit") - 1

@@ -414,8 +414,9 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         x_tree = self.range_trees[0]
         constant = (self.create_constant_mask(x_tree) if self._has_constant_mask(x_tree)
                     else None)
+        interleave = self.plan.segments if self.plan.interleaved_segments else 0
         for line in pf.next_block_lines(split, self.indexing_code.getvalue(), constant,
-                                        self.row_limit):
+                                        self.row_limit, interleave):
             body.writeline(line)
 
     def _write_l2_prefetch(self, body: Any) -> None:

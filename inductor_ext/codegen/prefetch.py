@@ -64,20 +64,26 @@ def first_block_offset(constant_row_mask: bool) -> str:
 
 
 def next_block_lines(split: RowLoads, indexing: str, constant_mask: str | None,
-                     row_limit: str) -> list[str]:
+                     row_limit: str, interleave: int = 0) -> list[str]:
     """Loads of the next row block (clamped in bounds when `constant_mask`, the kernel's
-    constant row-mask line, is given; else masked below `row_limit`) into `<var>_pf`."""
+    constant row-mask line, is given; else masked below `row_limit`) into `<var>_pf`.
+    `interleave` B > 0: the loop walks positions t of sample `seg`, rows t * B + seg."""
     out = list(split.other_loads)
     nxt = "xoffset + row_step"
     if constant_mask is not None:
         nxt = f"tl.minimum({nxt}, xnumel - XBLOCK)"
     out.append(f"xoffset_pf = {nxt}")
-    out.append("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
     lines = []
-    if constant_mask is not None:
-        lines.append(constant_mask)
+    if interleave:
+        out += ["xstep_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]",
+                f"xindex_pf = xstep_pf * {interleave} + seg",
+                f"xmask_pf = xstep_pf < {row_limit}"]
     else:
-        out.append(f"xmask_pf = xindex_pf < {row_limit}")
+        out.append("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
+        if constant_mask is not None:
+            lines.append(constant_mask)
+        else:
+            out.append(f"xmask_pf = xindex_pf < {row_limit}")
     lines += [ln.strip() for ln in indexing.splitlines() if ln.strip()]
     lines += split.row_loads
     renamed = rewrites.apply("prefetch_next_block", "\n".join(lines),

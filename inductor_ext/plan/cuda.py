@@ -316,10 +316,12 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
                   interleaved: bool = False) -> LaunchPlan:
     """The plan with its programs laid out per sample for segmented column reductions:
     about as many programs as planned, a whole number per sample, none with no row block
-    of its sample to walk. The register double buffering stays off (its next-block loads
-    would be written for one row range over all M rows), and for interleaved samples the
-    L2 hint too (it hints a run of adjacent rows, which is not the next row block)."""
-    segmented = dataclasses.replace(plan_, segments=segments, prefetch=False,
+    of its sample to walk. Samples of contiguous rows leave the register double
+    buffering off (adaLN: one row range over all M rows when it was written); interleaved
+    ones keep it (the next block's rows are t * B + seg) but drop the L2 hint (it hints
+    a run of adjacent rows, which is not the next row block)."""
+    segmented = dataclasses.replace(plan_, segments=segments,
+                                    prefetch=plan_.prefetch and interleaved,
                                     interleaved_segments=interleaved,
                                     l2_prefetch=0 if interleaved else plan_.l2_prefetch)
     blocks = max(1, segmented.row_blocks_per_segment(M_hint))
