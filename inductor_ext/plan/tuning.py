@@ -132,9 +132,11 @@ class CudaTuning:
     #: pairs of the H100 sweeps ran 1.06-2.06x faster fused at the strided tiles).
     strided_stock_share: float = 1.0
     #: Column strips (split rows walked one piece per program, `ShapeInfo.walks_pieces`):
-    #: their measured time over the fused model's, fitted on the transposed sum pairs of
-    #: cost_sweep_strips_h100.csv (22.4 us at 4096-8192 x 4096: a program walks
-    #: 8-16 row blocks of one piece, so the loop's first loads and its tail are not hidden).
+    #: their measured time over the fused model's on the transposed sum pairs, fitted on
+    #: cost_sweep_strips_h100.csv (22.4 us); the whole sweep (cost_sweep_h100.csv, double
+    #: buffered) fits 21.6, at which sum 4096x4096 bf16 (0.95x fused) would fuse. A
+    #: program walks 8-16 row blocks of one piece: the loop's first loads and its tail,
+    #: then Inductor's second stage and the final step, are not hidden.
     strip_overhead_s: float = 22.4e-6
     #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
     #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
