@@ -116,7 +116,8 @@ def fit(rows: list[dict]) -> dict[str, float]:
             regimes["unfused"].append(((shape.total_bytes + shape.shared_bytes) / bw, best))
     out = {}
     for name, points in regimes.items():
-        overhead, slope = _line(points)
+        # A table of strided or split rows only (a held-out one) fits no regime.
+        overhead, slope = _line(points) if len(points) >= 2 else (float("nan"), float("nan"))
         out[f"{name}_overhead_s"] = overhead
         out[f"{name}_efficiency"] = 1 / slope
         out[f"{name}_points"] = len(points)
@@ -195,6 +196,10 @@ def fit_strided(rows: list[dict]) -> dict[str, float]:
         unfused_rows.append((shape.strided_bytes / bw, shape.strided_shared_bytes / bw))
         unfused_extra.append((float(row["upstream_off_us"])
                               - float(twin["upstream_off_us"])) * 1e-6)
+    if len(fused_points) < 2:  # no transposed / coalesced pairs in these tables
+        return {"strided_sector_cost": float("nan"), "strided_row_kernel_cost": float("nan"),
+                "strided_column_kernel_cost": float("nan"),
+                "strided_stock_share": float("nan"), "strided_points": len(fused_points)}
     sector = (sum(x * y for x, y in fused_points) / sum(x * x for x, _ in fused_points))
     # Two unknowns, no intercept: the 2x2 normal equations.
     aa = sum(a * a for a, _ in unfused_rows)

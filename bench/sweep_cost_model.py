@@ -97,7 +97,9 @@ def grid(name: str) -> list[Case]:
     operands at shapes and dtypes the strided costs were not fitted on (ln, fp16, other
     widths), to check them; `twins`: the same cases coalesced, so that the two sweeps
     together give `fit_cost_model.py` 14 more transposed / coalesced pairs to fit;
-    `smoke`: tiny, for the CPU interpreter."""
+    `strips`: sum pairs with a transposed operand at shapes the full grid has not, whose
+    rows Inductor splits on the H100 (fewer than 2 x 32 x 132 rows): the column strips
+    and their price held out; `smoke`: tiny, for the CPU interpreter."""
     if name == "smoke":
         return [Case("rms", 64, 48, "fp32", "fp32", "contiguous"),
                 Case("ln", 33, 64, "fp32", "fp32", "sliced"),
@@ -112,6 +114,12 @@ def grid(name: str) -> list[Case]:
                Case("rms", 16384, 4096, "bf16", "fp32", "contiguous")]
     if name == "heldout":
         return heldout
+    if name == "strips":
+        return [Case("sum", M, N, dtype, dtype, "transposed") for M, N, dtype in (
+            (2048, 8192, "bf16"), (2048, 8192, "fp32"), (2048, 16384, "bf16"),
+            (4096, 8192, "bf16"), (4096, 8192, "fp32"), (6144, 4096, "bf16"),
+            (6144, 4096, "fp16"), (8192, 2048, "bf16"), (8192, 2048, "fp32"),
+            (4096, 4096, "fp16"))]
     if name in ("strided", "twins"):
         layout = "transposed" if name == "strided" else "contiguous"
         return [Case(op, M, N, dtype, wdtype, layout) for op, M, N, dtype, wdtype in (
@@ -373,7 +381,8 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", default="")
-    ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "smoke"),
+    ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
+                                       "smoke"),
                     default="full")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")

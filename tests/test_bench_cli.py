@@ -180,6 +180,19 @@ def test_strided_grid_is_held_out_from_the_fit():
     assert "fp16" in {c.dtype for c in strided}
 
 
+def test_strips_grid_is_held_out_from_the_fit():
+    """`--grid strips` checks the column strips on shapes the fit did not see: sum pairs
+    with a transposed operand, none in the full grid, fp16 among them (the fit had none),
+    each with fewer rows than Inductor's H100 split threshold (2 x 32 x 132)."""
+    import sweep_cost_model
+
+    strips = sweep_cost_model.grid("strips")
+    assert strips and {(c.op, c.layout) for c in strips} == {("sum", "transposed")}
+    assert not set(strips) & set(sweep_cost_model.grid("full"))
+    assert "fp16" in {c.dtype for c in strips}
+    assert all(c.M < 2 * 32 * 132 and c.M * c.N >= 16 * 2**20 for c in strips)
+
+
 def test_twins_grid_pairs_every_strided_case():
     """`--grid twins` is the strided grid coalesced: with both sweeps fit_cost_model.py
     finds a transposed / coalesced pair for every strided case."""

@@ -26,6 +26,7 @@ SWEEP = ROOT / "bench" / "results" / "cost_sweep_h100.csv"
 SPLIT_ROWS_FUSED = ROOT / "bench" / "results" / "cost_sweep_split_rows_fused_h100.csv"
 STRIPS = ROOT / "bench" / "results" / "cost_sweep_strips_h100.csv"
 STRIPS_BEFORE_RULE = ROOT / "bench" / "results" / "cost_sweep_strips_before_rule_h100.csv"
+STRIPS_HELDOUT = ROOT / "bench" / "results" / "cost_sweep_strips_heldout_h100.csv"
 
 
 def _rows() -> list[dict]:
@@ -405,6 +406,24 @@ def test_the_column_strips_decisions_and_overhead_match_their_sweep():
     assert fitted["strip_points"] == 4
     assert fitted["strip_overhead_s"] == pytest.approx(CudaTuning().strip_overhead_s,
                                                        rel=0.05)
+
+
+def test_the_held_out_strips_decisions_agree():
+    """`--grid strips` (shapes the strip price was not fitted on): every decision agrees
+    with the measurement, and the two strips of 64 pieces, slower fused, are declined by
+    `max_strip_pieces` (set from this table: its only calibration), not by their times."""
+    rows = [r for r in _csv(STRIPS_HELDOUT) if r["shape_info"]]
+    assert len(rows) == 10
+    for row in rows:
+        fuse, est = fit_cost_model.decide(row)
+        assert fit_cost_model.agrees(row, fuse), (row["case"], est.describe())
+    wide = [r for r in rows if fit_cost_model.shape_of(r).row_pieces > 32]
+    assert {r["case"] for r in wide} == {"sum 2048x8192 bf16 transposed",
+                                          "sum 2048x8192 fp32 transposed"}
+    for row in wide:
+        est = fit_cost_model.decide(row)[1]
+        assert "max_strip_pieces" in est.why_not
+        assert fit_cost_model.measured_speedup(row) < 1 - fit_cost_model.NOISE
 
 
 def test_split_rows_without_a_strided_operand_stay_declined():

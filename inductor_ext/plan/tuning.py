@@ -138,6 +138,11 @@ class CudaTuning:
     #: program walks 8-16 row blocks of one piece: the loop's first loads and its tail,
     #: then Inductor's second stage and the final step, are not hidden.
     strip_overhead_s: float = 22.4e-6
+    #: Column strips of more pieces than this are declined. Held out on the H100
+    #: (cost_sweep_strips_heldout_h100.csv): rows of 8192 in 64 pieces ran 0.77x (bf16) and
+    #: 0.94x (fp32) of stock fused, while the same bytes in 16 or 32 pieces (8192x2048,
+    #: 4096x4096 fp32) ran 1.06-1.23x; the model's terms do not tell them apart.
+    max_strip_pieces: int = 32
     #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
     #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
     #: 0.94x of stock), and the configs of two rows per iteration only when two do.
