@@ -250,16 +250,27 @@ def plot(rows: list[dict], path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def load(paths: list[str]) -> list[dict]:
+    """The rows of sweep CSVs, in order; a case measured again in a later table replaces
+    its earlier row (a re-measure after a kernel change, e.g. cost_sweep_strips_h100.csv
+    after cost_sweep_h100.csv), so each case is fitted and checked once, as last run."""
+    rows: dict[str, dict] = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                rows.pop(row["case"], None)
+                rows[row["case"]] = row
+    return list(rows.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv", nargs="+", help="sweep CSVs, fitted together (a --grid strided "
-                    "sweep pairs with its --grid twins)")
+                    "sweep pairs with its --grid twins; a case in a later CSV replaces its "
+                    "row in an earlier one)")
     ap.add_argument("--plot", default="")
     args = ap.parse_args(argv)
-    rows = []
-    for path in args.csv:
-        with open(path, newline="") as f:
-            rows += [r for r in csv.DictReader(f) if r.get("shape_info")]
+    rows = [r for r in load(args.csv) if r.get("shape_info")]
     fitted = fit(rows)
     tuning = CudaTuning()
     print(f"{len(rows)} rows with the hook's shape facts")

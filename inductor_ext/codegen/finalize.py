@@ -72,7 +72,11 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         if key not in (autotune.PLAN_KEY, "fixed_grid", "num_load", "num_store",
                        "num_reduction", "mutated_arg_names")
     }
-    inductor_meta.update(grid_type="FixedGrid", fixed_grid=[str(block.programs(N)), "1", "1"],
+    # Segmented partials: one program per (column block, sample), so the samples' folds
+    # run side by side (a loop over 32 samples in 8 programs took 23.5 us, H100).
+    samples = max(part.segments for part in kernel.partials)
+    inductor_meta.update(grid_type="FixedGrid",
+                         fixed_grid=[str(block.programs(N)), str(samples), "1"],
                          mutated_arg_names=[], num_load=K, num_store=K, num_reduction=K)
     config = {"XBLOCK": block.columns, "R0_BLOCK": block.rows,
               **kernel.flavor.finalize_launch_options(block)}
@@ -96,15 +100,21 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         "    r0_base = tl.arange(0, R0_BLOCK)[:, None]",
     ]
     whole = [part for part in kernel.partials if part.segments == 1]
+    whole_mask = "xmask"
+    if samples > 1:
+        # Whole partials are folded by the programs of sample 0 only.
+        lines += ["    seg = tl.program_id(1)", "    whole_mask = xmask & (seg == 0)"]
+        whole_mask = "whole_mask"
     for part in whole:
         k = part.index
         lines.append(f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], "
                      f"{COMBINE[part.reduction_type][0]}, {triton_type(acc_dtype)})")
-    lines += [
-        "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):",
-        "        r0_index = r0_offset + r0_base",
-        "        mask = xmask & (r0_index < r0_numel)",
-    ]
+    if whole:
+        lines += [
+            "    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):",
+            "        r0_index = r0_offset + r0_base",
+            f"        mask = {whole_mask} & (r0_index < r0_numel)",
+        ]
     for part in whole:
         k = part.index
         identity, fold = COMBINE[part.reduction_type]
@@ -119,14 +129,16 @@ def source(kernel: MixOrderKernelBase, main_src: str,
                                      triton_type(acc_dtype), triton_type(dtype))
             continue
         lines.append(f"    out{k} = {TL_REDUCE[part.reduction_type]}(acc{k}, 0)[None, :]")
-        lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({triton_type(dtype)}), xmask)")
+        lines.append(f"    tl.store(out_ptr{k} + xindex, out{k}.to({triton_type(dtype)}), "
+                     f"{whole_mask})")
     return "\n".join(lines) + "\n", triton_meta
 
 
 def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, segments: int,
                     acc_type: str, out_type: str) -> list[str]:
-    """A segmented partial's fold: for each sample b, its programs' workspace rows (the
-    kernel lays them out b * per + j) into out[b, :], in a fixed order."""
+    """A segmented partial's fold: program (column block, b) folds sample b's programs'
+    workspace rows (the kernel lays them out b * per + j) into out[b, :], in a fixed
+    order."""
     N = kernel.row_length
     per = kernel.plan.programs // segments
     identity, fold = COMBINE[reduction_type]
@@ -134,15 +146,14 @@ def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, seg
     assert ws is not None
     ptr = ws.pointer(ws.segment_program(segments, "seg", "r0_index"), k, "xindex", base="ws_ptr")
     return [
-        f"    for seg in tl.range(0, {segments}):",
-        f"        acc{k} = tl.full([R0_BLOCK, XBLOCK], {identity}, {acc_type})",
-        f"        for r0_offset in tl.range(0, {per}, R0_BLOCK):",
-        "            r0_index = r0_offset + r0_base",
-        f"            mask = xmask & (r0_index < {per})",
-        f"            val{k} = tl.load({ptr}, mask, other={identity})",
-        f"            acc{k} = {fold.format(acc=f'acc{k}', val=f'val{k}')}",
-        f"        out{k} = {TL_REDUCE[reduction_type]}(acc{k}, 0)[None, :]",
-        f"        tl.store(out_ptr{k} + seg * {N} + xindex, out{k}.to({out_type}), xmask)",
+        f"    acc{k} = tl.full([R0_BLOCK, XBLOCK], {identity}, {acc_type})",
+        f"    for r0_offset in tl.range(0, {per}, R0_BLOCK):",
+        "        r0_index = r0_offset + r0_base",
+        f"        mask = xmask & (r0_index < {per})",
+        f"        val{k} = tl.load({ptr}, mask, other={identity})",
+        f"        acc{k} = {fold.format(acc=f'acc{k}', val=f'val{k}')}",
+        f"    out{k} = {TL_REDUCE[reduction_type]}(acc{k}, 0)[None, :]",
+        f"    tl.store(out_ptr{k} + seg * {N} + xindex, out{k}.to({out_type}), xmask)",
     ]
 
 

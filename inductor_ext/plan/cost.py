@@ -135,10 +135,7 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: Cud
         upstream = tuning.upstream_overhead_s + (shape.total_bytes
                                                  / (bw * tuning.upstream_efficiency))
     why_not = ""
-    if shape.walks_pieces and shape.row_pieces > tuning.max_strip_pieces:
-        why_not = (f"a column strip of {shape.row_pieces} pieces: more than "
-                   f"max_strip_pieces ({tuning.max_strip_pieces}), measured slower fused")
-    elif rows_per_program < tuning.min_rows_per_program:
+    if rows_per_program < tuning.min_rows_per_program:
         why_not = (f"only {rows_per_program} rows per program: a workspace row per program "
                    "and the final step outweigh the second read they save")
     return Estimate(fused_s=fused, unfused_s=unfused, upstream_s=upstream, why_not=why_not,

@@ -133,16 +133,10 @@ class CudaTuning:
     strided_stock_share: float = 1.0
     #: Column strips (split rows walked one piece per program, `ShapeInfo.walks_pieces`):
     #: their measured time over the fused model's on the transposed sum pairs, fitted on
-    #: cost_sweep_strips_h100.csv (22.4 us); the whole sweep (cost_sweep_h100.csv, double
-    #: buffered) fits 21.6, at which sum 4096x4096 bf16 (0.95x fused) would fuse. A
-    #: program walks 8-16 row blocks of one piece: the loop's first loads and its tail,
-    #: then Inductor's second stage and the final step, are not hidden.
-    strip_overhead_s: float = 22.4e-6
-    #: Column strips of more pieces than this are declined. Held out on the H100
-    #: (cost_sweep_strips_heldout_h100.csv): rows of 8192 in 64 pieces ran 0.77x (bf16) and
-    #: 0.94x (fp32) of stock fused, while the same bytes in 16 or 32 pieces (8192x2048,
-    #: 4096x4096 fp32) ran 1.06-1.23x; the model's terms do not tell them apart.
-    max_strip_pieces: int = 32
+    #: cost_sweep_strips_h100.csv (11.6 us; 3.5-18 us over its 4 and the 9 held out). A
+    #: program walks only 8-16 row blocks of one piece, so the loop's first loads and its
+    #: tail are not hidden, and Inductor's second stage follows.
+    strip_overhead_s: float = 11.6e-6
     #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
     #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
     #: 0.94x of stock), and the configs of two rows per iteration only when two do.
