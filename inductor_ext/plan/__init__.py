@@ -77,9 +77,9 @@ def split_rows_reason(shape: ShapeInfo) -> str:
     cost_sweep_h100.csv). Where the columns reduce per piece (`walks_pieces`) and the row
     side reads a transposed operand, each program walks one piece's rows: the operand is
     read in runs along the original rows, which Inductor's split kernel cannot do
-    (1.09-1.14x of stock at 8192x4096, cost_sweep_strips_h100.csv). Without a strided
-    operand the strip has no such gain: the 8 split long rows of that run were 0.58-1.05x
-    fused."""
+    (1.19-1.44x the better of stock and upstream off, cost_sweep_strips_h100.csv). Without
+    a strided operand the strip has no such gain: the 8 split long rows ran 0.58-1.05x
+    fused (0.77-1.07x once the final step folded the pieces side by side)."""
     if shape.row_pieces <= 1 or (shape.walks_pieces and shape.strided_bytes):
         return ""
     strip = (" (a column strip pays only where the row side reads a transposed operand)"
