@@ -102,8 +102,11 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     whole = [part for part in kernel.partials if part.segments == 1]
     whole_mask = "xmask"
     if samples > 1:
-        # Whole partials are folded by the programs of sample 0 only.
-        lines += ["    seg = tl.program_id(1)", "    whole_mask = xmask & (seg == 0)"]
+        # Whole partials are folded by the programs of sample 0 only (their columns end
+        # at 0 elsewhere: integer arithmetic, as the interpreter of Triton 3.8 takes no
+        # scalar boolean into a mask).
+        lines += ["    seg = tl.program_id(1)",
+                  "    whole_mask = xindex < xnumel * (1 - tl.minimum(seg, 1))"]
         whole_mask = "whole_mask"
     for part in whole:
         k = part.index
