@@ -103,7 +103,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     whole_mask = "xmask"
     if samples > 1:
         # Whole partials are folded by the programs of sample 0 only (their columns end
-        # at 0 elsewhere: integer arithmetic, as the interpreter of Triton 3.8 takes no
+        # at 0 elsewhere: integer arithmetic, as the interpreter of Triton 3.9 takes no
         # scalar boolean into a mask).
         lines += ["    seg = tl.program_id(1)",
                   "    whole_mask = xindex < xnumel * (1 - tl.minimum(seg, 1))"]

@@ -174,22 +174,19 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             return head + self.flavor.loop_header(self.plan, self.row_program)
         S, per = self.plan.segments, self.plan.programs_per_segment
         program = self.row_program
+        share = [f"seg_rows = xnumel // {S}",
+                 "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
+                 f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK"]
         if self.plan.interleaved_segments:
             # Sample `seg` is rows seg, seg + S, ...: the loop walks their positions t
             # (row = t * S + seg), this program's share of them.
-            return head + [
-                f"seg_rows = xnumel // {S}",
-                "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
-                f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK",
+            return head + share + [
                 f"seg = {program} // {per}",
                 f"row_start = ({program} % {per}) * rows_per_program",
                 "row_end = tl.minimum(row_start + rows_per_program, seg_rows)",
                 "row_step = XBLOCK",
             ]
-        return head + [
-            f"seg_rows = xnumel // {S}",
-            "seg_blocks = (seg_rows + XBLOCK - 1) // XBLOCK",
-            f"rows_per_program = ((seg_blocks + {per - 1}) // {per}) * XBLOCK",
+        return head + share + [
             f"seg_start = ({program} // {per}) * seg_rows",
             f"row_start = seg_start + ({program} % {per}) * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, seg_start + seg_rows)",
@@ -450,7 +447,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
-        if self.segmented and self.plan.interleaved_segments:
+        if self.plan.interleaved_segments:
             body.writeline("xstep = xoffset + tl.arange(0, XBLOCK)[:, None]")
             body.writeline(f"xindex = xstep * {self.plan.segments} + seg")
             body.writeline("xmask = xstep < row_end")

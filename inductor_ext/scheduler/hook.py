@@ -54,11 +54,6 @@ def _nbytes(name: str) -> tuple[int, int]:
         return 0, 1
 
 
-def row_pieces(cand: Candidate) -> int:
-    """Pieces Inductor split each row of the group into (match.split_pieces)."""
-    return split_pieces(cand.inner, cand.N)
-
-
 def writes_rows_after_sums(cand: Candidate, matrix_numel: int) -> bool:
     """Whether the row side writes [M, N] values computed from its row reductions (dx):
     a column-tiled kernel then walks the row twice, and the partials, written last, ride
@@ -96,7 +91,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     # Adjacent rows of a strided operand: a step of one element from row to row (x.t()),
     # not a permuted [N, T, B] read as rows (b, t), nor pieces of a longer axis. Programs
     # that walk one piece's rows step along the rows the pieces were split from.
-    pieces = row_pieces(cand)
+    pieces = split_pieces(cand.inner, cand.N)
     walks_pieces = any(col.interleaved for col in cand.columns)
     walked = N * pieces if walks_pieces else N
     row_side_steps = [step for sub in cand.inner.get_nodes() if isinstance(sub, SchedulerNode)
