@@ -7,6 +7,7 @@ stock" summary line is about.
     python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
         [--part K/P] [--grid full|heldout|strided|twins|smoke]
         [--variants stock,upstream_off,fused,ext]
+    python bench/sweep_cost_model.py --aa 7 --only 'rms 4096x768 bf16 transposed' --csv ...
 
 Every case is checked against float64 before it is timed (GraphTimer: CUDA-graph replay,
 L2 emptied by a read before each replay, median). Each row carries the fused kernel's
@@ -17,6 +18,10 @@ table), so `tests/test_cost_model.py` can check the model against the measured d
 AOTAutograd and Triton caches, one shared cache dir), then times sequentially; the warm
 processes' autotuning picks are dropped (timed on a shared GPU), so the timing process
 autotunes afresh.
+
+`--aa R` measures the noise instead: each variant is compiled twice (a and b) and the
+copies are timed in R rotated turns; a / b of the same code is what one sweep measurement
+can move by, the band a "never slower than stock" claim is read within.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import json
 import math
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +57,7 @@ from common import (  # noqa: E402
     check,
     copy_tbps,
     has_upstream_mix_order,
+    interleaved_rounds,
     require_cuda,
 )
 
@@ -337,6 +344,53 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def measure_aa(cases: list[Case], timer: GraphTimer, rounds: int,
+               out_csv: str | None) -> list[dict]:
+    """Every variant compiled twice and timed in rotated turns: per case, each copy's
+    median and a / b, the ratio two measurements of the same code can differ by."""
+    rows = []
+    for case in cases:
+        graphs: dict = {}
+        alive = []  # the graphs replay into these tensors
+        for copy in "ab":
+            for variant in ARGS.variants:
+                with inductor_ext.config.patch(always_fuse=variant == "fused"):
+                    fn, inputs, wrt, dy, prepare, step, holder = run_once(case, variant, "cuda")
+                    _, got, graph = timer.run(step, prepare)
+                got = got if isinstance(got, (tuple, list)) else [got]
+                ok, err = check(got, reference(fn, inputs, wrt, dy))
+                if not ok:
+                    raise RuntimeError(f"{case.name} {variant}: wrong result ({err})")
+                graphs[f"{variant}_{copy}"] = graph
+                alive.append((inputs, holder, got))
+        times = interleaved_rounds(timer, graphs, rounds)
+        row: dict = {"case": case.name, "M": case.M, "N": case.N, "rounds": rounds}
+        for variant in ARGS.variants:
+            a, b = (statistics.median(times[f"{variant}_{c}"]) for c in "ab")
+            row.update({f"{variant}_a_us": round(a, 2), f"{variant}_b_us": round(b, 2),
+                        f"{variant}_aa": round(a / b, 4)})
+        rows.append(row)
+        print(f"{case.name:44s} " + "  ".join(
+            f"{v} {row[f'{v}_a_us']:.1f}/{row[f'{v}_b_us']:.1f} x{row[f'{v}_aa']:.3f}"
+            for v in ARGS.variants), flush=True)
+        if out_csv:
+            write_csv(out_csv, rows)
+        del graphs, alive
+        torch.cuda.empty_cache()
+    return rows
+
+
+def aa_summary(rows: list[dict]) -> str:
+    """The noise band: the widest a / b of one variant's two compiles, either way."""
+    ratios = [(r[key], r["case"], key[:-3]) for r in rows for key in r if key.endswith("_aa")]
+    if not ratios:
+        return "no A/A pairs"
+    worst = max(ratios, key=lambda t: max(t[0], 1 / t[0]))
+    band = max(worst[0], 1 / worst[0]) - 1
+    return (f"A/A over {len(rows)} cases: the same code, compiled and measured twice, "
+            f"differs by up to {band:.1%} ({worst[2]}, {worst[1]}: x{worst[0]:.3f})")
+
+
 def write_csv(path: str, rows: list[dict]) -> None:
     keys = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="") as f:
@@ -398,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--setting", default="",
                     help="CUDA tuning knobs for every compile, e.g. 'column_groups=2'")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--aa", type=int, default=0, metavar="R",
+                    help="noise run: each variant compiled twice, timed in R rotated turns")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"comma-separated, of {','.join(VARIANTS)}")
     global ARGS
@@ -413,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     if not cases:
         ap.error(f"--only {args.only!r}: no case of the {args.grid} grid matches")
     cases = cases[k::p][w::workers]
+    if args.aa and args.device != "cuda":
+        ap.error("--aa times CUDA graphs: it needs --device cuda")
     if args.device == "cuda":
         require_cuda("sweep_cost_model")
     out = os.path.abspath(args.csv) if args.csv else None
@@ -467,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{copy_tbps(timer):.3f} TB/s", flush=True)
     if out:
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
+    if args.aa:
+        print(aa_summary(measure_aa(cases, timer, args.aa, out)))
+        return 0
     rows = measure(cases, timer, table_dir, args.device, out, record_dir)
     print(summary(rows))
     print(json.dumps({"cases": len(rows)}))

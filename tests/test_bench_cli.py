@@ -289,3 +289,21 @@ def test_the_column_strip_floor_kernel_sums_both_ways(M, N, bm, bn, groups):
     ref_rows, ref_cols = strip.sum_pair(x.double(), yt.t().double())
     assert max_rel_err(rows, ref_rows) < tolerance(torch.float32)
     assert max_rel_err(cols, ref_cols) < tolerance(torch.float32)
+
+
+def test_aa_summary_reports_the_widest_pair_either_way():
+    import sweep_cost_model
+
+    rows = [{"case": "a", "stock_aa": 0.99, "ext_aa": 1.01},
+            {"case": "b", "stock_aa": 0.965, "ext_aa": 1.02}]
+    text = sweep_cost_model.aa_summary(rows)
+    assert "A/A over 2 cases" in text
+    assert "up to 3.6% (stock, b: x0.965)" in text  # 1 / 0.965 - 1, wider than 1.02 - 1
+
+
+def test_aa_needs_a_gpu(capsys):
+    import sweep_cost_model
+
+    with pytest.raises(SystemExit):
+        sweep_cost_model.main(["--device", "cpu", "--aa", "3"])
+    assert "--aa times CUDA graphs" in capsys.readouterr().err

@@ -121,7 +121,7 @@ class CudaTuning:
     #: a multiple of a 32-byte sector's DRAM time (at the strided tiles above: 8-byte runs,
     #: rms 16384x4096 bf16: +160 us over its coalesced twin; 256-byte runs, sums 262144x256
     #: fp32: +8 us) ...
-    strided_sector_cost: float = 0.98
+    strided_sector_cost: float = 0.96
     #: ... and Inductor's unfused kernels' time per strided byte, as a multiple of its DRAM
     #: time, in the row kernel (sum pairs: +2..24 us) and, for the bytes it shares, in the
     #: column kernel as well (rms: +75..125 us).
