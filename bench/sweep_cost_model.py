@@ -7,6 +7,7 @@ stock" summary line is about.
     python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
         [--part K/P] [--grid full|heldout|strided|twins|smoke]
         [--variants stock,upstream_off,fused,ext]
+    python bench/sweep_cost_model.py --merge h100_out/cost_sweep_h100_part*.csv --csv ...
     python bench/sweep_cost_model.py --aa 7 --only 'rms 4096x768 bf16 transposed' --csv ...
 
 Every case is checked against float64 before it is timed (GraphTimer: CUDA-graph replay,
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 # One cache for this run and its warm processes, set before torch reads it: a warm cache
 # from another run would serve graphs without writing their fusion-table rows.
@@ -240,6 +242,22 @@ def reference(fn, inputs, wrt, dy):
                                dy.double())
 
 
+def run_checked(case: Case, variant: str, timer: GraphTimer | None, device: str
+                ) -> tuple[bool, str, Any, tuple]:
+    """Compile and run one (case, variant), captured in a CUDA graph when `timer` is
+    given; (matches float64, its error, the graph or None, what the graph replays into)."""
+    with inductor_ext.config.patch(always_fuse=variant == "fused"):
+        fn, inputs, wrt, dy, prepare, step, holder = run_once(case, variant, device)
+        if timer is not None:
+            _, got, graph = timer.run(step, prepare)
+        else:
+            prepare()
+            got, graph = step(), None
+    got = got if isinstance(got, (tuple, list)) else [got]
+    ok, err = check(got, reference(fn, inputs, wrt, dy))
+    return ok, err, graph, (inputs, holder, got)
+
+
 def fusion_rows(table_dir: pathlib.Path, before: int) -> list[dict]:
     path = table_dir / "metric_table_mix_order_fusion.csv"
     if not path.exists():
@@ -262,15 +280,7 @@ def measure_variant(case: Case, variant: str, timer: GraphTimer | None,
     inductor_ext.metrics.reset()
     t0 = time.perf_counter()
     try:
-        with inductor_ext.config.patch(always_fuse=variant == "fused"):
-            fn, inputs, wrt, dy, prepare, step, holder = run_once(case, variant, device)
-            if timer is not None:
-                _, got, graph = timer.run(step, prepare)
-            else:
-                prepare()
-                got = step()
-        ok, err = check(got if isinstance(got, (tuple, list)) else [got],
-                        reference(fn, inputs, wrt, dy))
+        ok, err, graph, _replayed_into = run_checked(case, variant, timer, device)
         out[f"{variant}_ok"] = ok
         out[f"{variant}_err"] = err
         out[f"{variant}_us"] = (timer.time_us(graph) if timer is not None and ok
@@ -354,15 +364,11 @@ def measure_aa(cases: list[Case], timer: GraphTimer, rounds: int,
         alive = []  # the graphs replay into these tensors
         for copy in "ab":
             for variant in ARGS.variants:
-                with inductor_ext.config.patch(always_fuse=variant == "fused"):
-                    fn, inputs, wrt, dy, prepare, step, holder = run_once(case, variant, "cuda")
-                    _, got, graph = timer.run(step, prepare)
-                got = got if isinstance(got, (tuple, list)) else [got]
-                ok, err = check(got, reference(fn, inputs, wrt, dy))
+                ok, err, graph, tensors = run_checked(case, variant, timer, "cuda")
                 if not ok:
                     raise RuntimeError(f"{case.name} {variant}: wrong result ({err})")
                 graphs[f"{variant}_{copy}"] = graph
-                alive.append((inputs, holder, got))
+                alive.append(tensors)
         times = interleaved_rounds(timer, graphs, rounds)
         row: dict = {"case": case.name, "M": case.M, "N": case.N, "rounds": rounds}
         for variant in ARGS.variants:
@@ -389,6 +395,29 @@ def aa_summary(rows: list[dict]) -> str:
     band = max(worst[0], 1 / worst[0]) - 1
     return (f"A/A over {len(rows)} cases: the same code, compiled and measured twice, "
             f"differs by up to {band:.1%} ({worst[2]}, {worst[1]}: x{worst[0]:.3f})")
+
+
+def read_parts(paths: list[str]) -> list[dict]:
+    """The rows of one sweep's part CSVs (`--part K/P` runs, `h100_session.sh sweep K/P`),
+    in order, as written; a case in two parts is an error (two runs, not one)."""
+    rows: list[dict] = []
+    for path in paths:
+        with open(path, newline="") as f:
+            rows += list(csv.DictReader(f))
+    seen: set[str] = set()
+    for row in rows:
+        if row["case"] in seen:
+            raise ValueError(f"--merge: case {row['case']!r} is in more than one part")
+        seen.add(row["case"])
+    return rows
+
+
+def numeric(row: dict) -> dict:
+    """A CSV row with the fields `summary` computes on as numbers."""
+    out = {**row, "M": int(row["M"]), "N": int(row["N"])}
+    for key in ("fused_speedup", "ext_speedup", "ext_over_stock"):
+        out[key] = float(row[key]) if row.get(key) else math.nan
+    return out
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
@@ -452,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--setting", default="",
                     help="CUDA tuning knobs for every compile, e.g. 'column_groups=2'")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--merge", nargs="+", default=[], metavar="PART_CSV",
+                    help="no GPU: join the part CSVs of one sweep into --csv and print "
+                         "the summary over all their cases")
     ap.add_argument("--aa", type=int, default=0, metavar="R",
                     help="noise run: each variant compiled twice, timed in R rotated turns")
     ap.add_argument("--variants", default=",".join(VARIANTS),
@@ -463,6 +495,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    if args.merge:
+        rows = read_parts(args.merge)
+        if args.csv:
+            write_csv(args.csv, rows)
+        print(summary([numeric(row) for row in rows]))
+        return 0
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
     cases = [case for case in grid(args.grid) if selected(case, args.only)]

@@ -1,6 +1,7 @@
 """The benchmark scripts' CPU-side logic: settings, shapes, bytes, timer options."""
 
 import os
+import pathlib
 import sys
 
 import pytest
@@ -12,6 +13,8 @@ import common  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.plan import options_from_config, tuning_from_config  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -307,3 +310,30 @@ def test_aa_needs_a_gpu(capsys):
     with pytest.raises(SystemExit):
         sweep_cost_model.main(["--device", "cpu", "--aa", "3"])
     assert "--aa times CUDA graphs" in capsys.readouterr().err
+
+
+def test_merge_joins_the_parts_and_reproduces_the_committed_summary(tmp_path, capsys):
+    """`--merge` of the committed sweep (split here into two parts) writes the same CSV
+    and prints the summary its log ends with."""
+    import sweep_cost_model
+
+    sweep = ROOT / "bench" / "results" / "cost_sweep_h100.csv"
+    lines = sweep.read_text().splitlines(keepends=True)
+    parts = [tmp_path / "part0.csv", tmp_path / "part1.csv"]
+    parts[0].write_text("".join(lines[:50]))
+    parts[1].write_text(lines[0] + "".join(lines[50:]))
+    merged = tmp_path / "merged.csv"
+    assert sweep_cost_model.main(["--merge", *map(str, parts), "--csv", str(merged)]) == 0
+    assert merged.read_text() == sweep.read_text()
+    printed = capsys.readouterr().out.strip()
+    log = (ROOT / "bench" / "results" / "cost_sweep_h100.log").read_text().strip()
+    assert printed and log.endswith(printed)
+
+
+def test_merge_refuses_a_case_measured_in_two_parts(tmp_path):
+    import sweep_cost_model
+
+    part = tmp_path / "part.csv"
+    part.write_text("case,M,N\nrms 64x64 fp32 contiguous,64,64\n")
+    with pytest.raises(ValueError, match="in more than one part"):
+        sweep_cost_model.read_parts([str(part), str(part)])

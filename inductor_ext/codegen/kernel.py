@@ -448,9 +448,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def _write_row_block_indices(self, body: Any) -> None:
         """xindex / xmask of the row block the loop is at."""
         if self.plan.interleaved_segments:
-            body.writeline("xstep = xoffset + tl.arange(0, XBLOCK)[:, None]")
-            body.writeline(f"xindex = xstep * {self.plan.segments} + seg")
-            body.writeline("xmask = xstep < row_end")
+            for line in pf.interleaved_row_block(self.plan.segments, self.row_limit):
+                body.writeline(line)
             return
         body.writeline("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
         x_tree = self.range_trees[0]

@@ -63,6 +63,14 @@ def first_block_offset(constant_row_mask: bool) -> str:
     return "row_start"
 
 
+def interleaved_row_block(pieces: int, row_limit: str, suffix: str = "") -> list[str]:
+    """xindex / xmask of the row block at `xoffset<suffix>` for a program walking one
+    piece's rows: positions t below `row_limit`, rows t * pieces + seg (a column strip)."""
+    return [f"xstep{suffix} = xoffset{suffix} + tl.arange(0, XBLOCK)[:, None]",
+            f"xindex{suffix} = xstep{suffix} * {pieces} + seg",
+            f"xmask{suffix} = xstep{suffix} < {row_limit}"]
+
+
 def next_block_lines(split: RowLoads, indexing: str, constant_mask: str | None,
                      row_limit: str, interleave: int = 0) -> list[str]:
     """Loads of the next row block (clamped in bounds when `constant_mask`, the kernel's
@@ -75,9 +83,7 @@ def next_block_lines(split: RowLoads, indexing: str, constant_mask: str | None,
     out.append(f"xoffset_pf = {nxt}")
     lines = []
     if interleave:
-        out += ["xstep_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]",
-                f"xindex_pf = xstep_pf * {interleave} + seg",
-                f"xmask_pf = xstep_pf < {row_limit}"]
+        out += interleaved_row_block(interleave, row_limit, "_pf")
     else:
         out.append("xindex_pf = xoffset_pf + tl.arange(0, XBLOCK)[:, None]")
         if constant_mask is not None:
