@@ -4,7 +4,10 @@
     python bench/bench_compile_time.py --device cuda           # GPU
 
 Reports the wall time of the first (compiling) forward+backward, the time spent in our
-scheduler pass and fused codegen, and their share. Caches are off so every run compiles.
+scheduler pass and fused codegen, and their share; of the codegen, the early compile of the
+fused kernels (codegen/precompile.py: inside the fallback, before the wrapper compiles them
+again). `--no-early-compile` skips that step, to measure what it adds. Caches are off so
+every run compiles.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from common import Block, require_cuda  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.codegen import backend as backend_mod  # noqa: E402
+from inductor_ext.codegen import precompile  # noqa: E402
 from inductor_ext.scheduler import hook  # noqa: E402
 
 
@@ -46,6 +50,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--no-early-compile", action="store_true",
+                    help="skip compiling the fused kernels during codegen (A/B)")
     args = ap.parse_args()
     if args.device == "cuda":
         require_cuda("bench_compile_time.py --device cuda")
@@ -53,8 +59,11 @@ def main() -> None:
     if args.device == "cpu":
         from inductor_ext.testing import cpu_interpret
         ctx = cpu_interpret()
-    hook_timer, codegen_timer = Timer(), Timer()
+    hook_timer, codegen_timer, early_timer = Timer(), Timer(), Timer()
     hook.run = hook_timer.wrap(hook.run)
+    if args.no_early_compile:
+        precompile.compile_now = lambda src_code: None
+    precompile.compile_now = early_timer.wrap(precompile.compile_now)
     backend_mod._codegen_or_fallback = codegen_timer.wrap(backend_mod._codegen_or_fallback)
     torch.manual_seed(0)
     block = Block(args.dim, 4, 4 * args.dim).to(args.device)
@@ -74,6 +83,8 @@ def main() -> None:
     print(f"hook {hook_timer.seconds * 1e3:.1f} ms + fused codegen "
           f"{codegen_timer.seconds * 1e3:.1f} ms = {ours * 1e3:.1f} ms "
           f"({100 * ours / compile_s:.2f}% of compile)")
+    print(f"early compile of the fused kernels {early_timer.seconds * 1e3:.1f} ms"
+          f"{' (skipped: --no-early-compile)' if args.no_early_compile else ''}")
     print(f"fused kernels: {inductor_ext.metrics.mix_order_kernels}, declined: "
           f"{dict(inductor_ext.metrics.rejected_pairs)}")
 

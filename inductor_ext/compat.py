@@ -526,6 +526,16 @@ def dram_bytes_per_s(device: torch.device) -> float | None:
         return None
 
 
+def compile_config(autotuner: Any, config: Any) -> Any:
+    """Compile one launch config of a kernel's autotuner, as its precompile does for each
+    (`_precompile_config` in Inductor 2.11-2.15 and in torch_npu's NPUCachingAutotuner)."""
+    compile_one = getattr(autotuner, "_precompile_config", None)
+    if compile_one is None:
+        raise NotImplementedError(f"{type(autotuner).__name__} has no _precompile_config: "
+                                  "this Inductor compiles configs some other way")
+    return compile_one(config)
+
+
 def autotuner_classes(caching: type, debug: type) -> dict[str, type]:
     """cached_autotune's keywords for our autotuner subclasses, where it takes them (2.11
     on); an older signature gets Inductor's own classes (every config is timed)."""

@@ -47,6 +47,16 @@ class GraphCoverage:
         if not norms:
             self.other_declined[reason] += 1
 
+    def demote(self, norms: Iterable[str], other_columns: int, reason: str) -> None:
+        """A fused group whose kernel was not emitted after all (its codegen or compile
+        failed): its norms and other columns count as declined for `reason`, as the
+        tables show them (a reject row, no fusion row)."""
+        norms = list(norms)
+        for norm in norms:
+            self._fused.pop(norm, None)
+        self.other_fused -= other_columns
+        self.add_declined(norms, reason)
+
     @property
     def found(self) -> list[str]:
         return list(dict.fromkeys([*self._fused, *self.declined]))

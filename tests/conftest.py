@@ -1,8 +1,10 @@
 """Test setup: Triton's interpreter must be on before triton is first imported."""
 
 import contextlib
+import glob
 import logging
 import os
+import re
 import tempfile
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -74,3 +76,38 @@ def ext_records():
     finally:
         log.removeHandler(handler)
         log.setLevel(old_level)
+
+
+#: The hook's per-graph summary line (inductor_ext.coverage.GraphCoverage.line).
+_SUMMARY = re.compile(r"norms (\d+) found, (\d+) fused, (\d+) declined")
+
+
+@pytest.fixture
+def norm_views(ext_records, tmp_path, monkeypatch):
+    """The metric tables on, written to a temporary working directory. Call the yielded
+    function after compiling: {place: (found, fused, declined)} norms as each place tells
+    them: the counters (`metrics.norms`), the hook's summary lines in the log, and the
+    report (`inductor_ext.report` from the tables)."""
+    from inductor_ext import coverage, report
+
+    def views() -> dict[str, tuple[int, int, int]]:
+        counts = inductor_ext.metrics.norms
+        summed = [0, 0, 0]
+        for record in ext_records:
+            found = _SUMMARY.search(record.getMessage())
+            if found:
+                summed = [a + int(b) for a, b in zip(summed, found.groups())]
+        tables = report.read_tables(sorted(glob.glob("metric_table_mix_order_*.csv")))
+        graphs = coverage.from_tables(tables.get("mix_order_fusion", []),
+                                      tables.get("mix_order_reject", []))
+        return {
+            "counters": (counts["found"], counts["fused"], counts["declined"]),
+            "log summary": (summed[0], summed[1], summed[2]),
+            "report": (sum(len(g.found) for g in graphs), sum(len(g.fused) for g in graphs),
+                       sum(len(g.declined) for g in graphs)),
+        }
+
+    monkeypatch.chdir(tmp_path)
+    with torch._inductor.config.patch(
+            enabled_metric_tables="mix_order_fusion,mix_order_reject"):
+        yield views

@@ -71,6 +71,40 @@ def test_failure_at_each_stage_falls_back(plugin, monkeypatch, stage, ext_record
     assert "injected failure" in warnings[0].getMessage()
 
 
+def test_fused_kernel_that_fails_to_compile_falls_back(plugin, monkeypatch, ext_records,
+                                                        norm_views):
+    """The fused kernel is compiled during codegen (codegen/precompile.py), inside the
+    fallback: a kernel whose module fails to load (what a failed compile looks like to the
+    wrapper) leaves Inductor's kernels, right gradients, one warning, one reason, and the
+    counters say declined, not fused. Without the compile step the wrapper itself would
+    raise at load."""
+    original = kernel_mod.MixOrderKernelMixin.codegen_kernel
+
+    def broken(self, name=None):
+        return original(self, name) + "\nraise RuntimeError('injected compile failure')\n"
+
+    monkeypatch.setattr(kernel_mod.MixOrderKernelMixin, "codegen_kernel", broken)
+    monkeypatch.setattr(diagnostics, "warned", set())
+    norm = torch.nn.RMSNorm(40, eps=1e-6)  # a module: the counters name it a norm
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(64, 40, requires_grad=True)
+    dy = torch.randn(64, 40)
+    torch.compile(norm)(x).backward(dy)
+    ref = [t.detach().double().requires_grad_() for t in (x, norm.weight)]
+    torch.nn.functional.rms_norm(ref[0], (40,), ref[1], eps=1e-6).backward(dy.double())
+    assert_close([x.grad, norm.weight.grad], [t.grad for t in ref])
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs == {"internal_error": 1}
+    assert inductor_ext.metrics.norms == {"found": 1, "declined": 1}
+    assert inductor_ext.metrics.norms_declined == {"internal_error": 1}
+    assert not inductor_ext.metrics.fused_columns
+    views = norm_views()  # the counters, the hook's summary line and the report agree
+    assert set(views.values()) == {(1, 0, 1)}, views
+    warnings = [r for r in ext_records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "injected compile failure" in warnings[0].getMessage()
+
+
 # ---- property tests ---------------------------------------------------------------------
 SOAK = int(os.environ.get("INDUCTOR_EXT_SOAK_EXAMPLES", "0"))
 EXAMPLES = SOAK or 12

@@ -29,15 +29,17 @@ import functools
 import importlib
 from typing import Any
 
+import sympy
+
 from .. import compat
 from ..codegen import rewrites
 from ..codegen.combine import COMBINE, TL_REDUCE
 from ..codegen.flavor import get_flavor
 from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
-from ..compat import DisableReduction, EnableReduction
+from ..compat import DisableReduction, EnableReduction, V
 from ..plan import LaunchPlan
 from ..runtime import autotune
-from ..scheduler import reorder
+from ..scheduler import match, reorder
 from . import npu
 
 #: The decorator our kernels carry instead of torch_npu's (runtime/npu_autotune.py).
@@ -54,26 +56,51 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
 
     # -- the axes torch_npu's analysis chose --------------------------------------------
     def _fused_axes(self) -> tuple[Any, Any]:
-        """(row entry, column entry): torch_npu must have kept one row axis, split across
-        programs and tiled, and one column axis; anything else is declined (the hook falls
-        back to torch_npu's kernels)."""
+        """(row entry split across programs, column entry); also sets `row_axes` and
+        `col_axes`. torch_npu gives the kernel one row axis and one column axis when the
+        nodes' indices are over one row and one column variable; layouts whose row (or
+        column) dimensions do not join (Qwen3's q/k norms: dy read as [B, H, T, D] for
+        rows [B, T, H], RoPE's cos per t, inv_freq per d % (D/2)) keep several, the
+        sub-axes of the x (r) root. Then the longest row axis is the one split across the
+        fixed grid's programs and the other row axes are walked whole inside each program
+        (every row still visited once, by one program), the tile has a dimension per axis
+        and a partial folds all the row dimensions. Several column axes need a persistent
+        row. Anything else is declined (the hook falls back to torch_npu's kernels)."""
         rows = [a for a in self.sorted_axis if a.prefix != "r"]
         cols = [a for a in self.sorted_axis if a.prefix == "r"]
         names = [a.name for a in self.sorted_axis]
-        if len(rows) != 1 or len(cols) != 1:
-            raise NotImplementedError(f"torch_npu laid the fused kernel out on axes {names}; "
-                                      "one row and one column axis are supported")
-        row, col = rows[0], cols[0]
-        if (list(self.split_axis) != [row] or not row.is_tiling_axis or row.is_no_loop_axis
-                or not col.is_tiling_axis):
+        if not rows or not cols or (len(cols) > 1 and not (
+                self.persistent_reduction
+                and all(_is_static(a.length) and _is_static(a.divisor) for a in cols))):
+            raise NotImplementedError(
+                f"torch_npu laid the fused kernel out on axes {names}; row and column axes "
+                "are needed, several column axes only with a static persistent row")
+        for side, axes, numel in (("row", rows, self.numels["x"]),
+                                  ("column", cols, self.numels["r"])):
+            if not _decompose(axes, numel):
+                raise NotImplementedError(
+                    f"torch_npu's {side} axes {[(a.name, str(a.expr)) for a in axes]} do "
+                    f"not split the {side}s ({numel}) into disjoint dimensions")
+        if (any(a.is_split_axis for a in cols) or not all(a.is_tiling_axis for a in rows + cols)
+                or (len(rows) == 1 and (list(self.split_axis) != rows
+                                        or rows[0].is_no_loop_axis))):
             raise NotImplementedError(
                 f"torch_npu split {[a.name for a in self.split_axis]} and tiled "
-                f"{[a.name for a in self.tiling_axis]}; the fused kernel needs {row.name} "
-                f"split and looped, {col.name} tiled")
+                f"{[a.name for a in self.tiling_axis]}; the fused kernel needs the row axes "
+                f"{[a.name for a in rows]} split or looped and every axis tiled")
         if self.vectorized_welford_axis is not None or self.is_unified_simt_kernel():
             raise NotImplementedError(f"torch_npu kernel type {self.npu_kernel_type} "
                                       "(vectorized Welford / SIMT) is not supported")
-        return row, col
+        self.row_axes, self.col_axes = rows, cols
+        split = rows[0]
+        if len(rows) > 1:
+            split = max(rows, key=lambda a: _hint(a.length))  # the first of the longest
+            for axis in rows:  # one split axis: the fixed grid is one-dimensional
+                axis.is_split_axis = axis is split
+            split.is_no_loop_axis = False
+            split.split_order = 0
+            self.split_axis[:] = [split]
+        return split, cols[0]
 
     def _block(self, axis: Any, sub: bool = True) -> str:
         return f"{axis.name.upper()}BLOCK" + ("_SUB" if sub else "")
@@ -82,29 +109,86 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         cast = ".to(tl.int64)" if self.index_dtype == "tl.int64" else ""
         return f"tl.program_id(0){cast}"
 
+    def _tile_axes(self) -> list[Any]:
+        """The tile's axes, one per dimension, in the order torch_npu gives its index
+        variables (its golden variable order, as `get_axis_direction` reads it)."""
+        if not self.golden_var_list:
+            self.select_golden_varlist()
+        by_symbol = {a.symbol(): a for a in self.tiling_axis}
+        axes = [by_symbol[v] for v in reversed(self.golden_var_list) if v in by_symbol]
+        if sorted(a.name for a in axes) != sorted(a.name for a in self.row_axes + self.col_axes):
+            raise NotImplementedError(f"unexpected tile axes {[a.name for a in axes]}")
+        return axes
+
     def _dense(self) -> list[str]:
         """Tile dims in torch_npu's order (its golden variable order decides which of the
         row and column axes comes first)."""
-        dense = list(self.dense_size_list())
-        if sorted(dense) != sorted([self._block(self.row_axis), self._block(self.col_axis)]):
-            raise NotImplementedError(f"unexpected tile shape {dense}")
-        return dense
+        return [self._block(a) for a in self._tile_axes()]
+
+    def _row_dims(self) -> list[int]:
+        row_names = {a.name for a in self.row_axes}
+        return [i for i, a in enumerate(self._tile_axes()) if a.name in row_names]
 
     def _row_dim(self) -> int:
         return self._dense().index(self._block(self.row_axis))
 
     def _folded_shape(self) -> str:
-        """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed)."""
+        """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed; a 1 for every
+        row dimension)."""
         dense = self._dense()
-        dense[self._row_dim()] = "1"
+        for dim in self._row_dims():
+            dense[dim] = "1"
         return f"[{', '.join(dense)}]"
+
+    def _fold_rows(self, reduce: str, tile: str) -> str:
+        """`tile` reduced over every row dimension (the last first)."""
+        for dim in sorted(self._row_dims(), reverse=True):
+            tile = f"{reduce}({tile}, {dim})"
+        return tile
+
+    def _row_masks(self) -> list[str]:
+        """The masks torch_npu writes for the row axes (none for a static no-loop axis,
+        whose block is its whole length)."""
+        return [f"{a.name}_mask" for a in self.row_axes
+                if not (a.is_no_loop_axis and _is_static(a.length))]
+
+    def _looped_rows(self) -> list[Any]:
+        """Row axes whose block is a launch config's (a static no-loop axis has its
+        length written by torch_npu)."""
+        return [a for a in self.row_axes if not (a.is_no_loop_axis and _is_static(a.length))]
+
+    def _row_blocks(self, block_m: int) -> dict[str, int]:
+        """The plan's `block_m` rows per block as each row axis's X*BLOCK_SUB: one axis
+        takes them all. Several share them: the split axis at most its length over the
+        programs (each program gets blocks of it), the others innermost first (powers of
+        two up to each axis's length), so a block holds at most `block_m` rows beside
+        static no-loop axes (torch_npu keeps those within 4 KiB)."""
+        looped = self._looped_rows()
+        if len(self.row_axes) == 1:
+            return {self._block(looped[0]): block_m}
+        whole = functools.reduce(lambda n, a: n * _hint(a.length),
+                                 [a for a in self.row_axes if a not in looped], 1)
+        left = max(1, block_m // whole)
+        per_program = -(-_hint(self.row_axis.length) // self.plan.programs)
+        split = max(1, min(left, 1 << (per_program.bit_length() - 1)))
+        out: dict[str, int] = {self._block(self.row_axis): split}
+        left = max(1, left // split)
+        for axis in reversed([a for a in self._tile_axes() if a in looped]):
+            if axis is self.row_axis:
+                continue
+            sub = max(1, min(left, _next_pow2(_hint(axis.length))))
+            out[self._block(axis)] = sub
+            left = max(1, left // sub)
+        return out
 
     # -- signature, launch metadata, decorator -----------------------------------------
     def add_autotune_args(self, argdefs: list[Any], signature: list[Any],
                           triton_meta_signature: dict[str, Any]) -> None:
         """Only the block constexprs: X0BLOCK is computed in the kernel (fixed grid), a
-        persistent row's R1BLOCK_SUB is written as a constant by torch_npu."""
-        argdefs.append(compat.ArgName(self._block(self.row_axis), is_constexpr=True))
+        persistent row's R1BLOCK_SUB is written as a constant by torch_npu (so is a static
+        no-loop row axis's block)."""
+        for axis in self._looped_rows():
+            argdefs.append(compat.ArgName(self._block(axis), is_constexpr=True))
         if self.column_tiled:
             argdefs.append(compat.ArgName(self._block(self.col_axis), is_constexpr=True))
 
@@ -125,6 +209,11 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
             "group_enabled": False,
             autotune.PLAN_KEY: self.plan.to_meta(),
             autotune.CONFIGS_KEY: self.launch_configs(),
+            # torch_npu's autotuner launches every config on the call's own arguments
+            # before the real launch, cloning only these: a workspace the kernel adds into
+            # (zeroed per call) must be one, as Inductor marks it in its own kernels.
+            "mutated_arg_names": sorted({*meta.get("mutated_arg_names", ()),
+                                         *self.accumulated_workspaces()}),
         })
         return meta
 
@@ -137,7 +226,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         configs = self.plan.configs[:1] if compat.deterministic_mode() else self.plan.configs
         for cfg in configs:
             cfg = dict(cfg)
-            named: dict[str, Any] = {self._block(self.row_axis): cfg["block_m"]}
+            named: dict[str, Any] = dict(self._row_blocks(cfg["block_m"]))
             if "cols" in cfg:
                 named[self._block(self.col_axis)] = cfg["cols"]
             named.update(multibuffer=bool(cfg["multibuffer"]), compile_mode=mode)
@@ -163,12 +252,12 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         acc = f"_mo_acc{index}"
         self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
         identity, fold = COMBINE[reduction_type]
-        masks = [f"{self.row_axis.name}_mask"]
+        masks = self._row_masks()
         if self.column_tiled:
             masks.append(f"{self.col_axis.name}_mask")
         tile = f"tl.broadcast_to({value}, [{', '.join(self._dense())}]).to({self.acc_type})"
         tile = f"tl.where({' & '.join(masks)}, {tile}, {identity})"
-        part = (f"{TL_REDUCE[reduction_type]}({tile}, {self._row_dim()})"
+        part = (f"{self._fold_rows(TL_REDUCE[reduction_type], tile)}"
                 f".reshape({self._folded_shape()[1:-1]})")
         if not self.column_tiled:
             self.compute.writeline(f"{acc} = {fold.format(acc=acc, val=part)}")
@@ -202,13 +291,21 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         row; column tiles have added theirs inside the loop."""
         if self.column_tiled or not self.partials:
             return
-        direction = self.col_axis.get_axis_direction()
-        cols = self.col_axis.codegen_index(direction)
+        if len(self.col_axes) == 1:
+            direction = self.col_axis.get_axis_direction()
+            cols = self.col_axis.codegen_index(direction)
+            mask = f"_mo_cols < {self.col_axis.name}_numel"
+        else:  # sub-axes of the row: column = sum of axis * divisor, each within its length
+            index = {a.name: a.codegen_index(a.get_axis_direction()) for a in self.col_axes}
+            cols = " + ".join(f"({index[a.name]}) * {a.divisor}" for a in self.col_axes)
+            self.body.writeline("_mo_cols_mask = " + " & ".join(
+                f"(({index[a.name]}) < {a.name}_numel)" for a in self.col_axes))
+            mask = "_mo_cols_mask"
         self.body.writeline(f"_mo_cols = {cols}")
         for part in self.partials:
             self.body.writeline(
                 f"tl.store({self._workspace_row(part.index)} + _mo_cols, {part.acc}, "
-                f"_mo_cols < {self.col_axis.name}_numel)")
+                f"{mask})")
 
 
 def use_mix_order_decorator(src: str, heuristic: str) -> str:
@@ -234,10 +331,36 @@ def _with_body(snode: Any, body: Any, ranges: list[list[Any]]) -> Any:
 
 
 def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
-    """The node, or a copy whose body has one row and one column variable: torch_npu
-    gives every body variable an axis of its own, and the fused kernel needs one of each."""
+    """The node, or a copy whose body has one row and one column variable where its
+    indices allow (reorder.flat_rows_body): torch_npu gives every body variable an axis
+    of its own; dimensions that do not join stay the kernel's sub-axes."""
     flat = reorder.flat_rows_body(snode._body, snode.get_ranges(), M, N)
     return snode if flat is None else _with_body(snode, *flat)
+
+
+def _hint(expr: Any) -> int:
+    return int(expr) if isinstance(expr, (int, sympy.Integer)) else match.size_hint(expr)
+
+
+def _is_static(expr: Any) -> bool:
+    return isinstance(V.graph.sizevars.simplify(expr), (int, sympy.Integer))
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _decompose(axes: list[Any], numel: Any) -> bool:
+    """Whether the entries `axes` of one root split its index into disjoint dimensions
+    (index = sum of axis * divisor, each divisor the product of the lengths below it),
+    so that every row (column) is one point of the axes."""
+    known = V.graph.sizevars.statically_known_equals
+    stride: Any = sympy.Integer(1)
+    for axis in sorted(axes, key=lambda a: _hint(a.divisor)):
+        if not known(axis.divisor, stride):
+            return False
+        stride = stride * axis.length
+    return bool(known(stride, numel))
 
 
 class NpuKernelAdapter(KernelAdapter):
@@ -247,8 +370,10 @@ class NpuKernelAdapter(KernelAdapter):
 
     def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
                 ) -> list[Any]:
-        """Rows and columns as one variable each, for the row reduction's nodes and the
-        column bodies (whose node copies join the schedule torch_npu analyses)."""
+        """Rows and columns as one variable each where the indices join (otherwise the
+        node's own dimensions, which torch_npu makes sub-axes), for the row reduction's
+        nodes and the column bodies (whose node copies join the schedule torch_npu
+        analyses)."""
         schedule = [item if item in (DisableReduction, EnableReduction)
                     else _one_var_per_axis(item, node.M, node.N) for item in node_schedule]
         for cb in columns:
@@ -265,9 +390,15 @@ class NpuKernelAdapter(KernelAdapter):
         features = features_mod.NPUKernelFeatures(
             [*node_schedule, *(cb.owner for cb in columns)], node.M, node.N)
         kernel_cls = kernel_class_for(scheduling.kernel_type)
-        return kernel_cls({"x": node.M, "r": node.N}, features=features,
-                          override_persistent_reduction=not plan.column_tiled,
-                          plan=plan, flavor=get_flavor(plan.target))
+        kernel = kernel_cls({"x": node.M, "r": node.N}, features=features,
+                            override_persistent_reduction=not plan.column_tiled,
+                            plan=plan, flavor=get_flavor(plan.target))
+        if len(kernel.row_axes) > 1 and any(cb.segments > 1 for cb in columns):
+            # A segmented partial's programs each hold rows of one sample, which a split
+            # of one of several row axes does not give.
+            raise NotImplementedError("a segmented column reduction over row axes "
+                                      f"{[a.name for a in kernel.row_axes]}")
+        return kernel
 
     def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
                       kernel: Any) -> str:

@@ -87,12 +87,29 @@ def raw_estimate(layout: Layout) -> int:
     return parts(layout).total
 
 
+class CalibrationMissing(RuntimeError):
+    """The calibration table is missing or unreadable: every estimate would otherwise
+    silently use coefficients 1.0. Planning turns it into an ``internal_error`` decline."""
+
+
 @functools.cache
 def calibration() -> dict[str, dict[str, Any]]:
-    """family -> {"tile": a, "vector": b, "points": [...]} (empty when absent)."""
-    if not CALIBRATION_FILE.is_file():
-        return {}
-    return json.loads(CALIBRATION_FILE.read_text()).get("families", {})
+    """family -> {"tile": a, "vector": b, "points": [...]}; CalibrationMissing when the
+    table is missing or unreadable."""
+    path = CALIBRATION_FILE
+    try:
+        families = json.loads(path.read_text())["families"]
+        if not isinstance(families, dict):
+            raise TypeError(f"'families' is a {type(families).__name__}, not an object")
+    except FileNotFoundError:
+        raise CalibrationMissing(
+            f"NPU UB calibration table {path} is missing: reinstall inductor_ext; the "
+            "wheel must ship it") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CalibrationMissing(
+            f"NPU UB calibration table {path} is unreadable ({exc!r}): reinstall "
+            "inductor_ext; the wheel must ship it") from exc
+    return families
 
 
 def coefficients(layout: Layout) -> tuple[float, float]:

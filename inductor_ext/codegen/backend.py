@@ -50,6 +50,11 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
         attribution = getattr(node, "attribution", None)
         decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}",
                 **(attribution.reject_fields() if attribution is not None else {}))
+        coverage = getattr(sched, "_inductor_ext_coverage", None)
+        if coverage is not None:
+            coverage.demote(attribution.norms if attribution is not None else [],
+                            attribution.other_columns if attribution is not None
+                            else len(node.columns), "internal_error")
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)
@@ -57,7 +62,8 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
     inner = node.inner_nodes
     original(inner[0] if len(inner) == 1 else FusedSchedulerNode(sched, inner))
     for col in node.columns:
-        for absorbed in col.absorbed:
+        # The column's nodes, then the cast the final step would have written.
+        for absorbed in [*col.absorbed, *([col.cast] if col.cast is not None else [])]:
             compat.V.graph.removed_buffers.discard(absorbed.node.get_name())
             original(absorbed)
     sched.buffer_names_to_free.update(pending)

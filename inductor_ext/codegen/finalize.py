@@ -160,16 +160,20 @@ def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, seg
     ]
 
 
-def emit(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
-         node_schedule: Any, main_src: str) -> Any:
-    """Define the final-step kernel; returns a callable that writes its launch, or None
-    when the ATen step has to be used."""
-    P = kernel.plan.programs
-    N = kernel.row_length
+def prepare(kernel: MixOrderKernelBase, main_src: str) -> tuple[str, dict[str, Any]] | None:
+    """The final-step kernel's (source, triton_meta), or None when the ATen step has to
+    be used. Nothing is defined yet: codegen compiles it first (codegen/precompile.py)."""
     block = kernel.plan.final_step
     if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
         return None
-    src, triton_meta = source(kernel, main_src, block)
+    return source(kernel, main_src, block)
+
+
+def define(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
+           node_schedule: Any, src: str, triton_meta: dict[str, Any]) -> Any:
+    """Define the final-step kernel; returns a callable that writes its launch."""
+    P = kernel.plan.programs
+    N = kernel.row_length
     name = adapter.define_kernel(scheduling, src, node_schedule, kernel)
     # Inductor counts a kernel when its Kernel object is built; this one has none.
     inductor_metrics.generated_kernel_count += 1

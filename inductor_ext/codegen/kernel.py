@@ -29,7 +29,7 @@ from ..compat import (
 from ..plan import LaunchPlan
 from ..runtime import autotune
 from ..scheduler import reorder
-from . import column_tiles, finalize, rewrites
+from . import column_tiles, finalize, precompile, rewrites
 from . import prefetch as pf
 from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import TargetFlavor, get_flavor
@@ -97,6 +97,14 @@ class MixOrderKernelBase:
         """Fold `value` (one column reduction's input over the current rows) into its
         partial; returns the accumulator's name."""
         raise NotImplementedError
+
+    def accumulated_workspaces(self) -> list[str]:
+        """The workspace arguments this kernel adds into (looped column tiles: zeroed per
+        call, then read-modify-written). An autotuner must time configs on clones of them,
+        or each timing launch adds into the live partials."""
+        if self.workspace is None or not self.plan.looped_column_tiles:
+            return []
+        return [self.workspace.inner]
 
     # -- launch: the fused kernel, then the tiny final step -----------------------------
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
@@ -618,10 +626,17 @@ def codegen_mix_order(scheduling: Any, node: Any,
     assert len(kernel.partials) == K, "every column reduction became one partial"
     with V.set_kernel_handler(kernel):
         src_code = kernel.codegen_kernel()
+    final_step = finalize.prepare(kernel, src_code)
+    # Compiled before anything reaches the wrapper: a kernel that does not compile falls
+    # back here (codegen/backend.py) instead of failing when the wrapper loads.
+    precompile.compile_now(src_code)
+    if final_step is not None:
+        precompile.compile_now(final_step[0])
     kernel_name = adapter.define_kernel(scheduling, src_code, node_schedule, kernel)
     kernel.kernel_name = kernel_name
-    kernel.finalize_launch = finalize.emit(kernel, adapter, scheduling, node_schedule,
-                                           src_code)
+    kernel.finalize_launch = (None if final_step is None else
+                              finalize.define(kernel, adapter, scheduling, node_schedule,
+                                              *final_step))
     # Everything that can still fail runs before the first irrevocable wrapper line below,
     # so a failure here falls back cleanly to Inductor's own kernels.
     fusion_row = _fusion_row(node, kernel, kernel_name, src_code)
@@ -640,6 +655,10 @@ def codegen_mix_order(scheduling: Any, node: Any,
     V.graph.inplaced_to_remove |= kernel.inplaced_to_remove
     scheduling.free_buffers_in_scheduler()
     metrics.record_kernel(fusion_row)
+    if node.attribution is not None:
+        metrics.record_columns(node.attribution.norm_columns, node.attribution.other_columns)
+    else:
+        metrics.record_columns(0, len(node.columns))
 
 
 def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,

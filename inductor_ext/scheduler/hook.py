@@ -217,7 +217,6 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
             nodes = convert(sched, nodes, cand, plan, shape, verdict=detail)
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
-            metrics.record_columns(attribution.norm_columns, attribution.other_columns)
             coverage.add_fused(attribution.norms, attribution.other_columns)
             where = f" [{' '.join(attribution.modules)}]" if attribution.modules else ""
             log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan=%s", cand.describe(),
@@ -227,8 +226,28 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
                       "schedule: %s", cand.describe(), exc)
             decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc),
                     cand.attribution, coverage)
-    _finish(coverage)
+    if coverage.fused or coverage.other_fused:
+        # A fused group still falls back if its codegen or compile fails: count the
+        # graph's norms once its kernels are emitted (codegen/backend.py demotes those).
+        _finish_after_codegen(sched, coverage)
+    else:
+        _finish(coverage)
     return nodes
+
+
+def _finish_after_codegen(sched: Any, coverage: GraphCoverage) -> None:
+    """Count and summarise the graph's norms when the scheduler's codegen has run (on the
+    instance: other compiles are untouched)."""
+    sched._inductor_ext_coverage = coverage
+    original = sched.codegen
+
+    def codegen(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _finish(coverage)
+
+    sched.codegen = codegen
 
 
 def _free_cast(sched: Any, col: Any, inner_ops: set[str]) -> Any:

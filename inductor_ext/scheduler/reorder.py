@@ -56,36 +56,91 @@ def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
 
 def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: Any
                    ) -> tuple[LoopBody, list[list[Any]]] | None:
-    """A [rows, columns] node's LoopBody over one row variable (and one column variable):
-    (body, its ranges), or None when its sizes do not split into M rows and N columns.
+    """A [rows, columns] node's LoopBody with its row variables joined into one (and its
+    column variables into one) where the index expressions allow it: (body, its ranges),
+    or None when its sizes do not split into M rows and N columns or nothing joins.
     A reduction body becomes ([M], [N]); a pointwise one ([M, N], []) or ([M], []).
+
     Index expressions over contiguous dimensions join back (Inductor simplifies
     `16 * (x // 16) + x % 16` to `x`), so kernels that give every body variable an axis of
-    its own (torch_npu's) see one row axis and one column axis."""
+    its own (torch_npu's) see one row axis and one column axis. A side whose dimensions
+    do not join in every index (a transposed load, a broadcast over some of them: Qwen3's
+    q/k norms read dy as [B, H, T, D] and RoPE's cos per t, of rows [B, T, H]) keeps its
+    own variables: joined, its variable would appear under // and %, which torch_npu's
+    index analysis splits again into axes of its own (`rebuild_flattened_dims`), and not
+    always into the dimensions they came from; kept, they become the kernel's sub-axes
+    of that side as in torch_npu's own kernels."""
     iter_sizes, red_sizes = (list(r) for r in ranges)
     if red_sizes:
         if sympy.Mul(*iter_sizes) != M or sympy.Mul(*red_sizes) != N:
             return None
         groups = [iter_sizes, red_sizes]
-        new_sizes: list[list[Any]] = [[M], [N]]
+        reduction = True
     else:
         k = split_point(iter_sizes, M)
         if k is None:
             return None
         rest = iter_sizes[k:]
-        groups = [iter_sizes[:k]] + ([rest] if rest else [])
-        new_sizes = [[M, N] if rest else [M], []]
         if rest and sympy.Mul(*rest) != N:
             return None
-    if [len(g) for g in groups] == [1] * len(groups):
-        return None  # already one variable per side
-    flat = [size for group in new_sizes for size in group]
+        groups = [iter_sizes[:k]] + ([rest] if rest else [])
+        reduction = False
+    join = [len(g) > 1 for g in groups]
+    while any(join):
+        swapped, sides = _joined_body(body, groups, join, reduction)
+        split = [i for i, (joined, var) in enumerate(zip(join, sides))
+                 if joined and _under_div_or_mod(swapped, var)]
+        if not split:
+            return swapped, _ranges(groups, join, reduction)
+        for i in split:
+            join[i] = False
+    return None  # already one variable per side, or no side joins
+
+
+def _side_sizes(group: Sequence[Any], joined: bool) -> list[Any]:
+    return [sympy.Mul(*group)] if joined else list(group)
+
+
+def _ranges(groups: Sequence[Sequence[Any]], join: Sequence[bool], reduction: bool
+            ) -> list[list[Any]]:
+    sides = [_side_sizes(g, j) for g, j in zip(groups, join)]
+    if reduction:
+        return [sides[0], sides[1]]
+    return [[size for side in sides for size in side], []]
+
+
+def _joined_body(body: LoopBody, groups: Sequence[Sequence[Any]], join: Sequence[bool],
+                 reduction: bool) -> tuple[LoopBody, list[sympy.Symbol | None]]:
+    """The body over new variables, one per joined group and one per dimension of the
+    others; with each group's joined variable (None where not joined)."""
+    new_sizes = _ranges(groups, join, reduction)
+    flat = [size for side in new_sizes for size in side]
     (new_vars,), var_ranges = index_vars_no_squeeze(flat, prefix="f")
-    args = [coord for var, group in zip(new_vars, groups) for coord in _coords(var, group)]
+    args: list[sympy.Expr] = []
+    sides: list[sympy.Symbol | None] = []
+    pos = 0
+    for group, joined in zip(groups, join):
+        if joined:
+            var = new_vars[pos]
+            args += _coords(var, group)
+            sides.append(var)
+            pos += 1
+        else:
+            args += new_vars[pos:pos + len(group)]
+            sides.append(None)
+            pos += len(group)
     n_iter = len(new_sizes[0])
-    old_args = [args[:len(iter_sizes)], args[len(iter_sizes):]]
+    n_old_iter = len(groups[0]) if reduction else sum(len(g) for g in groups)
+    old_args = [args[:n_old_iter], args[n_old_iter:]]
     swapped = LoopBody(body, old_args, var_ranges, new_vars[:n_iter], new_vars[n_iter:])
-    return swapped, new_sizes
+    return swapped, sides
+
+
+def _under_div_or_mod(body: LoopBody, var: sympy.Symbol) -> bool:
+    """Whether an index expression of `body` still takes `var` through // or %."""
+    return any(var in atom.free_symbols
+               for expr in body.indexing_exprs.values()
+               for atom in sympy.sympify(expr).atoms(FloorDiv, ModularIndexing))
 
 
 def segmented_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any],

@@ -5,8 +5,9 @@ unpacked wheel and run as its ``__init__`` runs it (the chosen ``TORCHINDUCTOR_N
 loader, so every patch, lowering, decomposition and registration that backend installs);
 its schedulings and kernel classes (``NPUCombinedScheduling`` / ``NPUIndexTritonKernel``,
 or the ``triton_experimental`` ones), its Python wrapper codegen, its launcher
-(``NPUCachingAutotuner`` and ``GridExprNpu``, on the interpreter path torch_npu itself
-has), and triton-ascend 3.2.0's front end and Triton interpreter.
+(``NPUCachingAutotuner`` and ``GridExprNpu``: for the fused kernels its device path, every
+config compiled, timed on ``clone_args`` and the fastest launched; torch_npu's own kernels
+its interpreter path), and triton-ascend 3.2.0's front end and Triton interpreter.
 
 What is emulated: every other ``torch_npu.*`` module (the C extension, ``torch_npu.npu``,
 profiler, utils...) is a stub whose unknown attributes are mocks; ``torch.npu`` is a
@@ -18,9 +19,10 @@ device-dispatched lowerings are taken for CPU tensors too. A few seams where tor
 2.13 expects a newer triton-ascend than 3.2.0 are shimmed (see ``_SHIMS`` below).
 
 What it cannot show: execution on an NPU (kernels run in the Triton interpreter on CPU),
-anything past triton-ascend's Python front end (hivmc, bishengir's back end, CANN), real
-Unified Buffer behaviour at run time (the interpreter has no UB), speed, or the behaviour
-of CANN operators that torch_npu's fallbacks would call (those run as ATen CPU ops).
+anything past triton-ascend's front end (hivmc, bishengir's back end, CANN), real
+Unified Buffer behaviour at run time (the interpreter has no UB), speed (the autotuner's
+clock is virtual, its times a stand-in timer's), or the behaviour of CANN operators that
+torch_npu's fallbacks would call (those run as ATen CPU ops).
 
 Use it inside the venv that ``tests/ascend/setup_npu_venv.sh`` builds, with
 ``TRITON_INTERPRET=1`` set before triton is imported::
@@ -43,6 +45,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
+
+from ..runtime.autotune import PLAN_KEY
 
 #: SoC names the caller may pass, with torch_npu's SoC version ids. 222 is what torch_npu
 #: reads on a 910B3; torch_npu itself only compares ids against 220 / 250 / 260.
@@ -378,6 +382,240 @@ def _interpreter_libdevice_extras() -> dict[str, Any]:
     return npu_libdevice.FUNCTIONS
 
 
+# ----------------------------------------------------------------------------------------
+# torch_npu's device launch path, with a virtual device
+# ----------------------------------------------------------------------------------------
+
+#: Launches the stand-in benchmarker makes of each timed config (triton's do_bench makes
+#: dozens; two show any launch whose result depends on what ran before it).
+BENCH_LAUNCHES = 2
+
+#: Which kernels take the device path. Ours (their inductor_meta carries the plan) always
+#: do. torch_npu's own kernels stay on its interpreter path (first config, no timing)
+#: unless INDUCTOR_EXT_EMULATE_DEVICE_PATH=all: triton-ascend 3.2.0's interpreter aborts
+#: the process (heap corruption) on some of their configs, e.g. LayerNorm forward 33x256
+#: at X0BLOCK_SUB=1, X0BLOCK=4 (tests/ascend/NPU_EMULATION_NOTES.md).
+DEVICE_PATH_FOR_ALL = os.environ.get("INDUCTOR_EXT_EMULATE_DEVICE_PATH", "") == "all"
+
+#: A stand-in timer: (kernel name, config kwargs) -> milliseconds of one launch.
+Timer = Any
+
+
+def hashed_timer(kernel_name: str, kwargs: dict[str, Any]) -> float:
+    """The default stand-in timer: a time in [1, 2) ms fixed by the kernel's name and the
+    config (a hash), so which config wins is deterministic but not always the first."""
+    import hashlib
+
+    key = f"{kernel_name}|{sorted((k, repr(v)) for k, v in kwargs.items())}"
+    return 1.0 + int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 2.0 ** 32
+
+
+class VirtualDevice:
+    """The emulated NPU's clock and launch record. Only emulated launches advance the clock,
+    each by the stand-in timer's time for its config; events read the clock, so torch_npu's
+    prerun timing and benchmark see those times, deterministically."""
+
+    def __init__(self, timer: Timer = hashed_timer) -> None:
+        self.timer = timer
+        self.now_ms = 0.0
+        #: (kernel name, config kwargs, benchmark launch?) of every launch, in order.
+        self.launches: list[tuple[str, dict[str, Any], bool]] = []
+        self.benchmarking = False
+
+    def launched(self, kernel_name: str, kwargs: dict[str, Any]) -> None:
+        self.now_ms += float(self.timer(kernel_name, kwargs))
+        self.launches.append((kernel_name, dict(kwargs), self.benchmarking))
+
+
+class _Event:
+    """``torch.npu.Event`` on the virtual device's clock."""
+
+    def __init__(self, device: VirtualDevice, enable_timing: bool = False, **_: Any) -> None:
+        self.device = device
+        self.time_ms: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        self.time_ms = self.device.now_ms
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: _Event) -> float:
+        assert self.time_ms is not None and end.time_ms is not None, "event not recorded"
+        return end.time_ms - self.time_ms
+
+
+class _StandInBenchmarker:
+    """torch_npu's module-level ``benchmarker`` (Inductor's TritonBenchmarker, which times
+    with triton.testing.do_bench on the device): launches the callable BENCH_LAUNCHES times
+    and returns the mean virtual time of one call."""
+
+    def __init__(self, device: VirtualDevice) -> None:
+        self.device = device
+
+    def benchmark_gpu(self, fn: Any, *args: Any, **kwargs: Any) -> float:
+        start = self.device.now_ms
+        self.device.benchmarking = True
+        try:
+            for _ in range(BENCH_LAUNCHES):
+                fn()
+        finally:
+            self.device.benchmarking = False
+        return (self.device.now_ms - start) / BENCH_LAUNCHES
+
+
+class _EmulatedMetadata(types.SimpleNamespace):
+    """What torch_npu's launcher reads of a compiled kernel's metadata. No
+    ``required_ub_bits``: bishengir 1.2.0 does not report it (torch_npu handles that)."""
+
+
+class EmulatedBinary:
+    """The compiled kernel `triton.compile` returns on a device, for one config: its launch
+    runs the interpreted twin of the kernel with the config's constants, on the CPU tensors
+    that stand for NPU tensors, and advances the virtual device's clock."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
+
+    def __init__(self, src: Any, interpreted: Any, device: VirtualDevice,
+                 options: dict[str, Any], ttir: str) -> None:
+        self.src = src
+        self.interpreted = interpreted
+        self.device = device
+        self.constants = {k: v for k, v in src.constants.items()
+                          if isinstance(k, str) and k in src.fn.arg_names}
+        self.options = dict(options)
+        self.asm = {"ttir": ttir}
+        self.name = src.fn.__name__
+        key = (ttir, repr(sorted(self.constants.items())))
+        self.hash = f"emulated-{self.name}-{abs(hash(key))}"
+        num_warps = int(options.get("num_warps", 1) or 1)
+        self.metadata = _EmulatedMetadata(shared=0, num_warps=num_warps, num_ctas=1,
+                                          cluster_dims=(1, 1, 1), name=self.name)
+        self.packed_metadata = {"shared": 0, "num_warps": num_warps}
+        self.shared = 0
+        self.num_warps = num_warps
+        self.n_regs = 0
+        self.n_spills = 0
+        self.function = f"<emulated {self.name}>"
+        self.signature_names = [name for name in src.fn.arg_names if name in src.signature]
+
+    def _init_handles(self) -> None:
+        return None
+
+    def launch_metadata(self, grid: Any, stream: Any, *args: Any) -> None:
+        return None
+
+    def run(self, grid_0: int, grid_1: int, grid_2: int, stream: Any, function: Any,
+            metadata: Any, launch_metadata: Any, enter_hook: Any, exit_hook: Any,
+            *call_args: Any) -> Any:
+        kwargs = dict(zip(self.signature_names, call_args))
+        kwargs.update(self.constants)
+        out = self.interpreted[(grid_0, grid_1, grid_2)](**kwargs)
+        self.device.launched(self.name, {**self.constants, **self.options})
+        return out
+
+
+#: Guards the front end (it swaps triton.language and sys.modules) against torch_npu's
+#: parallel precompile threads.
+_FRONTEND_LOCK = __import__("threading").RLock()
+
+
+class _EmulatedCompiler:
+    """``triton.compile`` as torch_npu's autotuner calls it (`_precompile_config`, once per
+    config): the kernel goes through triton-ascend's front end for the SoC (AST -> TTIR ->
+    Linalg, what runs here of the compile; bishengir's HIVM, hivmc and CANN do not), and
+    the result launches in the interpreter on the virtual device."""
+
+    def __init__(self, soc_name: str, device: VirtualDevice) -> None:
+        self.soc_name = soc_name
+        self.device = device
+
+    def compile(self, src: Any, target: Any = None, options: Any = None) -> EmulatedBinary:
+        fn = src.fn
+        interpreted = _INTERPRETED_TWIN.get(fn)
+        if interpreted is None:
+            raise RuntimeError(f"{getattr(fn, '__name__', fn)}: no interpreted twin; only "
+                               "kernels of torch_npu's autotuner launch in the emulation")
+        options = dict(options or {})
+        with _FRONTEND_LOCK, _compiled_mode():
+            ttir = _lower_for_npu(src, self.soc_name, options)
+        return EmulatedBinary(src, interpreted, self.device, options, ttir)
+
+
+#: JIT function (what torch_npu's autotuner compiles) -> its interpreted twin (what runs).
+_INTERPRETED_TWIN: dict[Any, Any] = {}
+
+
+def _lower_for_npu(src: Any, soc_name: str, options: dict[str, Any]) -> str:
+    """TTIR of one config through triton-ascend's front end (make_ir, ttir, then the
+    ttadapter stage: triton-adapter-opt --triton-to-linalg), NPU target of the SoC."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    backend = make_backend(GPUTarget("npu", soc_name, 0))
+    known = {k: v for k, v in options.items()
+             if k in ("debug", "multibuffer", "num_warps", "num_stages")}
+    opts = backend.parse_options(known)
+    stages: dict[str, Any] = {}
+    backend.add_stages(stages, opts)
+    context = triton._C.libtriton.ir.context()
+    triton._C.libtriton.ir.load_dialects(context)
+    backend.load_dialects(context)
+    module = src.make_ir(opts, backend.get_codegen_implementation(),
+                         backend.get_module_map(), context)
+    metadata = {**opts.__dict__, "name": src.fn.__name__,
+                "hash": f"{src.fn.__name__}-{soc_name}-{sorted(map(str, src.constants.items()))}"}
+    ttir = stages["ttir"](module, metadata)
+    linalg = str(stages["ttadapter"](ttir, metadata))
+    if "func.func" not in linalg:
+        raise RuntimeError(f"{src.fn.__name__}: triton-ascend's ttir_to_linalg gave no "
+                           "func.func")
+    return str(ttir)
+
+
+_LOADING_TWIN = __import__("threading").local()
+
+
+def _jit_twin(filename: str, name: str) -> Any:
+    """The kernel's @triton.jit function as a device sees it (a JITFunction), from its
+    module file executed afresh in compiled mode."""
+    import importlib.util
+
+    with _FRONTEND_LOCK, _compiled_mode():
+        _LOADING_TWIN.active = True
+        try:
+            spec = importlib.util.spec_from_file_location(
+                f"_inductor_ext_npu_twin_{abs(hash(filename))}", filename)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        finally:
+            _LOADING_TWIN.active = False
+    kernel = getattr(module, name)
+    return getattr(kernel, "fn", kernel)
+
+
+def _device_init(original: Any) -> Any:
+    """``NPUCachingAutotuner.__init__`` for the emulated device: the autotuner takes torch_npu's
+    device path (precompile every config, launchers, prerun and benchmark, the pick, the
+    autotune cache) instead of its interpreter path: its kernel is the JIT function, as on
+    a device, and the interpreted function it was loaded as runs each launch."""
+    def __init__(self: Any, fn: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, fn, *args, **kwargs)
+        if getattr(_LOADING_TWIN, "active", False) or not hasattr(fn, "rewrite"):
+            return  # the twin's own autotuner, never launched; or already a JITFunction
+        if not (DEVICE_PATH_FOR_ALL or PLAN_KEY in (self.inductor_meta or {})):
+            return  # torch_npu's own kernels: the interpreter path (see DEVICE_PATH_FOR_ALL)
+        twin = _jit_twin(self.filename or fn.fn.__code__.co_filename, fn.__name__)
+        _INTERPRETED_TWIN[twin] = fn
+        self.fn = twin
+        self.triton_interpret = False
+
+    return __init__
+
+
 class _OptionFilteringFn:
     """The interpreted kernel, called with only the config kwargs that name its parameters.
     torch_npu's interpreter path passes every config kwarg (``compile_mode``,
@@ -610,12 +848,17 @@ _SHIMS = """
   other get_<int>_ty builders but not this one; tl.int1.to_ir asks for it in max/min
   with index, e.g. argmax in cross entropy): returns tl.int1, as its siblings return
   their dtypes. Removed on exit.
-- NPUCachingAutotuner.run, interpreter path: (a) config kwargs that are not kernel
-  parameters (compile_mode, multibuffer, a persistent kernel's R0_BLOCK...) are dropped
-  before the interpreted call (3.2.0's interpreter rejects unknown keyword arguments;
-  a compiled launch takes them as options or constants); (b) kernels with runtime block
+- NPUCachingAutotuner.run, interpreter path (torch_npu's own kernels only): (a) config
+  kwargs that are not kernel parameters (compile_mode, multibuffer, a persistent
+  kernel's R0_BLOCK...) are dropped before the interpreted call (3.2.0's interpreter
+  rejects unknown keyword arguments; a compiled launch takes them as options or
+  constants); (b) kernels with runtime block
   arguments (X0BLOCK) get the first candidate's values, which torch_npu's interpreter
   path reads from an autotuner pick it never makes. One config runs, none is timed.
+- NPUCachingAutotuner, device path (the fused kernels): __init__ swaps in the kernel's JIT
+  twin and turns triton_interpret off; triton.compile (as torch_npu's heuristics module
+  calls it) is the stand-in compiler; its benchmarker and torch.npu.Event read the virtual
+  device's clock (see "torch_npu's device launch path" above).
 """
 
 
@@ -633,7 +876,8 @@ def _soc_id(soc: str | int) -> int:
 
 
 @contextlib.contextmanager
-def npu_emulation(soc: str | int = "910B3", backend: str = "default") -> Iterator[Any]:
+def npu_emulation(soc: str | int = "910B3", backend: str = "default",
+                  timer: Timer = hashed_timer) -> Iterator[Any]:
     """Compile CPU tensors through torch_npu's real Inductor backend and run the kernels in
     triton-ascend's interpreter. Yields the imported ``torch_npu._inductor`` package.
     Not re-entrant; on exit torch's namespaces are restored and torch_npu is unloaded."""
@@ -657,7 +901,11 @@ def npu_emulation(soc: str | int = "910B3", backend: str = "default") -> Iterato
     ledger = _Ledger()
     env = dict(os.environ)
     finder = _TorchNpuFinder(wheel_dir, soc_id)
+    device = VirtualDevice(timer)
     with contextlib.ExitStack() as stack:
+        _ACTIVE_DEVICE[:] = [device]
+        stack.callback(_ACTIVE_DEVICE.clear)
+        stack.callback(_INTERPRETED_TWIN.clear)
         stack.enter_context(inductor_config.patch(inductor_config.get_config_copy()))
         stack.callback(_unload, finder, ledger, env)
         sys.meta_path.insert(0, finder)
@@ -680,11 +928,37 @@ def npu_emulation(soc: str | int = "910B3", backend: str = "default") -> Iterato
         stack.enter_context(mock.patch.object(torch.utils._triton, "triton_hash_with_backend",
                                               lambda: _BACKEND_HASH))
         package = importlib.import_module("torch_npu._inductor")
-        _install_shims(stack, backend, _SOC_NAMES.get(soc_id, 'Ascend910B3'))
+        _install_shims(stack, backend, _SOC_NAMES.get(soc_id, 'Ascend910B3'), device)
         _register_for_cpu(backend)
         stack.enter_context(inductor_config.patch(cpu_backend="triton", compile_threads=1,
                                                   cpp_wrapper=False))
         yield package
+
+
+_ACTIVE_DEVICE: list[VirtualDevice] = []
+
+
+def virtual_device() -> VirtualDevice:
+    """The active emulation's virtual device (its clock, timer and launch record)."""
+    if not _ACTIVE_DEVICE:
+        raise RuntimeError("no npu_emulation is active")
+    return _ACTIVE_DEVICE[0]
+
+
+class _TritonWithEmulatedCompile(types.ModuleType):
+    """The ``triton`` torch_npu's heuristics module calls: ``compile`` is the emulated
+    device's; everything else is triton-ascend's."""
+
+    def __init__(self, triton: Any, compiler: _EmulatedCompiler) -> None:
+        super().__init__("triton")
+        self._triton = triton
+        self._compiler = compiler
+
+    def compile(self, *args: Any, **kwargs: Any) -> EmulatedBinary:
+        return self._compiler.compile(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._triton, name)
 
 
 class _StubOpNamespace(types.ModuleType):
@@ -747,7 +1021,8 @@ def _scheduling_module(backend: str) -> Any:
     return importlib.import_module(name) if name else None
 
 
-def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str) -> None:
+def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str,
+                   device: VirtualDevice) -> None:
     """The seams listed in ``_SHIMS``; each is undone on exit (torch_npu is unloaded)."""
     helpers = importlib.import_module("torch_npu._inductor.runtime.triton_helpers")
     if not hasattr(helpers, "extension"):
@@ -757,7 +1032,15 @@ def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str) -> 
     helpers.math = _EmulatedLibdevice(helpers.math)  # kernels' tl_math: tanh is extern there
     heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")
     autotuner = heuristics.NPUCachingAutotuner
+    # The device launch path: JIT kernels compiled per config by the stand-in compiler,
+    # launched in the interpreter on the virtual device, timed by its clock.
+    autotuner.__init__ = _device_init(autotuner.__init__)
     autotuner.run = _interpreter_run(autotuner, heuristics.build_candidate_plan)
+    heuristics.triton = _TritonWithEmulatedCompile(heuristics.triton,
+                                                   _EmulatedCompiler(soc_name, device))
+    heuristics.benchmarker = _StandInBenchmarker(device)
+    npu = importlib.import_module("torch_npu.npu")
+    npu.Event = lambda enable_timing=False, **kwargs: _Event(device, enable_timing)
     import triton._C.libtriton as libtriton
 
     if not hasattr(getattr(libtriton, "ascend", None), "ir"):

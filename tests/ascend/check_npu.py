@@ -10,7 +10,9 @@ N in 128 ... 16384, long rows column-tiled; odd and even M) and every norm backw
 
   fused     the plugin built the kernel on torch_npu's NPUIndexTritonKernel;
   numerics  the compiled gradients match float64 (inductor_ext.testing.reference's per-dtype
-            tolerances) with the kernels run in triton-ascend's interpreter;
+            tolerances) with the kernels run in triton-ascend's interpreter, after
+            torch_npu's autotuner timed every config of the kernel on the emulated
+            device (its launch path: prerun and benchmark on clone_args);
   lowered   every launch config went through triton-ascend's make_ttir and ttir_to_linalg;
   planned   bishengir-compile planned each config's Unified Buffer within the SoC's UB
             (high-water read from its saved module.hivm.opt.mlir; ub_plan.py).
@@ -34,6 +36,7 @@ import contextlib
 import csv
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -57,16 +60,17 @@ from inductor_ext.testing import reference  # noqa: E402
 
 OPS = ("rms", "ln", "ln_nobias")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-NS = (128, 768, 4096, 8192, 16384)
+NS = (128, 768, 4096, 5120, 8192, 12288, 16384)
 SOCS = ("910B3", "950")
-MODELS = ("llama", "gpt2")
+MODELS = ("llama", "gpt2", "qwen3")
 #: SoCs the models run on (each model compile takes a minute in the emulation).
 MODEL_SOCS = ("910B3",)
 #: Norm backwards each model must fuse (Llama: 2 RMSNorms per layer + the final one, one
-#: may be declined; GPT-2: 2 LayerNorms per layer + ln_f).
-MODEL_MIN_FUSED = {"llama": 4, "gpt2": 5}
-#: Norms of each model (inductor_ext.metrics.norms counts those the pass fused).
-MODEL_NORMS = {"llama": 5, "gpt2": 5}
+#: may be declined; GPT-2: 2 LayerNorms per layer + ln_f; Qwen3: Llama's plus the per-head
+#: q_norm / k_norm of each layer, on [B, T, H, D] with several row axes).
+MODEL_MIN_FUSED = {"llama": 4, "gpt2": 5, "qwen3": 9}
+#: Norms of each model (inductor_ext.metrics.norms counts those whose kernels were emitted).
+MODEL_NORMS = {"llama": 5, "gpt2": 5, "qwen3": 9}
 #: The negative control's UB budget: 16x the SoC's, so the tile is far over the real UB.
 NEGATIVE_UB_FACTOR = 16
 
@@ -84,6 +88,10 @@ class Kernel:
     signature: dict[str, str] = dataclasses.field(default_factory=dict)
     numerics: bool = False
     lowered: bool = False
+    #: The kernel's name in the wrapper, and the configs torch_npu's autotuner launched
+    #: (timed) before the real launch, from the emulated device's record.
+    name: str = ""
+    timed: int = 0
     #: Per config: bishengir's plan ({"high_water", "overflow_bits", "error"}).
     plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     estimates: list[int] = dataclasses.field(default_factory=list)
@@ -120,10 +128,13 @@ class Kernel:
         return "column-tiled" if self.plan["column_tiled"] else "persistent"
 
     def layout(self, cfg: dict[str, Any]) -> npu_ub.Layout:
-        """The UB model's view of one config (axis-named keys: X0BLOCK_SUB, R1BLOCK_SUB)."""
+        """The UB model's view of one config (axis-named keys: X0BLOCK_SUB, R1BLOCK_SUB; a
+        kernel with several row axes (Qwen3's q/k norms) holds their product of rows)."""
         extra = dict(self.plan["extra"])
-        named = {k[0]: v for k, v in cfg.items() if k.endswith("BLOCK_SUB")}
-        return npu_ub.Layout(block_m=named["X"], cols=named.get("R", self.plan["r0_block"]),
+        rows = [v for k, v in cfg.items() if k.endswith("BLOCK_SUB") and k[0] != "R"]
+        cols = [v for k, v in cfg.items() if k.endswith("BLOCK_SUB") and k[0] == "R"]
+        return npu_ub.Layout(block_m=math.prod(rows),
+                             cols=math.prod(cols) if cols else self.plan["r0_block"],
                              row_elem_bytes=extra["row_elem_bytes"], partials=self.partials,
                              looped=self.plan["column_tiled"],
                              multibuffer=bool(cfg["multibuffer"]), soc=self.soc)
@@ -178,6 +189,12 @@ def run_model(name: str) -> tuple[bool, str]:
                                           num_key_value_heads=2, vocab_size=128,
                                           max_position_embeddings=64)
         model = transformers.LlamaForCausalLM(config)
+    elif name == "qwen3":
+        config = transformers.Qwen3Config(hidden_size=64, intermediate_size=128,
+                                          num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, head_dim=16,
+                                          vocab_size=128, max_position_embeddings=64)
+        model = transformers.Qwen3ForCausalLM(config)
     else:
         config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=128,
                                          n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -209,7 +226,8 @@ def capture(into: list[dict[str, Any]]):
 
     def define_kernel(self, scheduling, src_code, node_schedule, kernel):
         name = original(self, scheduling, src_code, node_schedule, kernel)
-        into.append({"src": src_code, "signature": dict(kernel.triton_meta["signature"]),
+        into.append({"name": name, "src": src_code,
+                     "signature": dict(kernel.triton_meta["signature"]),
                      "configs": kernel.launch_configs(),
                      "plan": kernel.plan.to_meta(), "partials": len(kernel.partials)})
         return name
@@ -252,8 +270,19 @@ def lower_and_plan(kernel: Kernel, pool: concurrent.futures.Executor, workdir: s
         kernel.estimates.append(npu_ub.estimate(kernel.layout(cfg)))
 
 
+def autotuned_configs(kernel: Kernel, launches: list[tuple[str, dict, bool]]) -> int:
+    """How many of the kernel's configs torch_npu's autotuner launched before its real
+    launch (the emulated device records every launch of the device path)."""
+    ours = [cfg for name, cfg, _ in launches if name == kernel.name]
+    timed = {tuple(sorted((k, v) for k, v in cfg.items()
+                          if k.endswith("BLOCK_SUB") or k == "multibuffer"))
+             for cfg in ours[:-1]}
+    return len(timed) if len(kernel.configs) > 1 else int(bool(ours))
+
+
 def make_kernel(case: str, soc: str, record: dict[str, Any]) -> Kernel:
-    return Kernel(case=case, soc=soc, src=record["src"], signature=record["signature"],
+    return Kernel(case=case, soc=soc, name=record["name"], src=record["src"],
+                  signature=record["signature"],
                   configs=record["configs"], plan=record["plan"], partials=record["partials"])
 
 
@@ -298,11 +327,17 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                 what = "norm backwards" if isinstance(spec, str) else "kernels"
                 failures.append(f"{soc} {case}: {fused} fused {what}, want >= {need} "
                                 f"(declined {declined})")
+            launches = emu.virtual_device().launches
             for i, record in enumerate(records):
                 kernel = make_kernel(case + (f"#{i}" if len(records) > 1 else ""), soc, record)
                 kernel.numerics = ok
+                kernel.timed = autotuned_configs(kernel, launches)
                 if not ok:
                     kernel.error = f"numerics: {detail}"
+                elif len(kernel.configs) > 1 and kernel.timed != len(kernel.configs):
+                    kernel.error = (f"launch path: {kernel.timed} of {len(kernel.configs)} "
+                                    "configs timed by torch_npu's autotuner")
+                    kernel.numerics = False
                 try:
                     lower_and_plan(kernel, pool,
                                    tempfile.mkdtemp(prefix=f"{soc}-", dir=workdir))
@@ -310,6 +345,7 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                     traceback.print_exc(limit=4, file=sys.stderr)
                     kernel.error = kernel.error or f"lowering: {type(exc).__name__}: {exc}"
                 kernels.append(kernel)
+            launches.clear()
         if control:
             negative = negative_control(pool, workdir, soc)
         log(f"  {soc}: waiting for bishengir-compile")
@@ -487,6 +523,10 @@ def print_summary(kernels: list[Kernel], failures: list[str]) -> int:
     planned = sum(bool(k.plans) and all(k.planned_ok(i) for i in range(len(k.plans)))
                   for k in kernels)
     failed = sum(bool(k.error) for k in kernels) + len(failures)
+    multi = [k for k in kernels if len(k.configs) > 1]
+    print(f"launch path: {sum(k.timed == len(k.configs) for k in multi)} of {len(multi)} "
+          "kernels with several configs had each timed by torch_npu's autotuner "
+          "(emulated device) before the real launch")
     print(f"npu: {fused} fused through torch_npu, {numerics} numerics ok, {lowered} lowered, "
           f"{planned} ub-planned, {failed} failed")
     return 0 if failed == 0 and fused > 0 else 1

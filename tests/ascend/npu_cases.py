@@ -86,3 +86,4 @@ def check_grads(op: str, M: int, N: int, dtype=torch.float32) -> None:
 
 def boom(*args, **kwargs):
     raise RuntimeError("injected failure")
+

@@ -17,7 +17,7 @@ import re
 
 import pytest
 import torch
-from npu_cases import boom, check_grads, fused_kernels, plugin_on, recorded_kernels, session
+from npu_cases import boom, check_grads, fused_kernels, plugin_on
 
 import inductor_ext
 from inductor_ext.testing import npu_emulation as emu
@@ -25,26 +25,6 @@ from inductor_ext.testing import reference
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))
-
-
-@pytest.fixture(scope="module")
-def npu():
-    """One 910B3 session for the module (importing torch_npu's backend takes seconds)."""
-    with session() as package:
-        yield package
-
-
-@pytest.fixture
-def kernels(npu):
-    """[(class, kernel object, source)] of every Triton kernel torch_npu's schedulings
-    generate (ours included: it subclasses NPUIndexTritonKernel)."""
-    torch._dynamo.reset()
-    inductor_ext.metrics.reset()
-    try:
-        with recorded_kernels() as seen:
-            yield seen
-    finally:
-        torch._dynamo.reset()
 
 
 def test_fused_kernel_on_torch_npu_classes(kernels):

@@ -1,0 +1,129 @@
+"""Package data ships: every data file under inductor_ext/ is in the wheel and the sdist, and
+a missing calibration table is an error, never coefficients 1.0 in silence."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+import inductor_ext
+from inductor_ext.backends import npu_ub
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = "inductor_ext"
+
+
+def _git(*args: str) -> list[str]:
+    out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def _data_files() -> list[str]:
+    """Tracked files under inductor_ext/ that are not Python sources (and still exist: a
+    file moved in the working tree but not yet committed)."""
+    return sorted(p for p in _git("ls-files", PACKAGE)
+                  if not p.endswith(".py") and (REPO / p).is_file())
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """(wheel, sdist) built from a copy of the working tree (tracked and untracked files that
+    git does not ignore), so no stale build/ or egg-info of the checkout leaks in and the
+    checkout is left as it was. No build isolation: the venv's setuptools, offline."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    for module in ("pip", "setuptools"):
+        # uv-made venvs (CI's torch 2.15 one) have neither; the pip venv's run checks it.
+        pytest.importorskip(module, reason=f"{module} is not installed in this venv")
+    root = tmp_path_factory.mktemp("packaging")
+    src, out = root / "src", root / "dist"
+    for rel in _git("ls-files", "--cached", "--others", "--exclude-standard"):
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-index",
+                    "--no-build-isolation", "-q", "-w", str(out)],
+                   cwd=src, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
+                    "build_meta.build_sdist(sys.argv[1])", str(out)],
+                   cwd=src, check=True, timeout=120)
+    wheels, sdists = list(out.glob("*.whl")), list(out.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, list(out.iterdir())
+    return wheels[0], sdists[0]
+
+
+def test_data_files_ship_in_wheel_and_sdist(dists):
+    wheel, sdist = dists
+    data = _data_files()
+    assert "inductor_ext/py.typed" in data
+    assert any(p.endswith(".json") for p in data), data
+    with zipfile.ZipFile(wheel) as zf:
+        in_wheel = {name: zf.read(name) for name in zf.namelist() if name in data}
+    with tarfile.open(sdist) as tf:
+        top = tf.getnames()[0].split("/")[0]
+        in_sdist = {}
+        for rel in data:
+            try:
+                member = tf.getmember(f"{top}/{rel}")
+            except KeyError:
+                continue
+            fh = tf.extractfile(member)
+            assert fh is not None
+            in_sdist[rel] = fh.read()
+    assert sorted(set(data) - set(in_wheel)) == [], f"missing from {wheel.name}"
+    assert sorted(set(data) - set(in_sdist)) == [], f"missing from {sdist.name}"
+    for rel in data:
+        assert in_wheel[rel] == in_sdist[rel] == (REPO / rel).read_bytes(), rel
+
+
+def test_wheel_calibration_table_is_the_repos(dists):
+    wheel, _ = dists
+    rel = npu_ub.CALIBRATION_FILE.relative_to(pathlib.Path(inductor_ext.__file__).parent)
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = json.loads(zf.read(f"{PACKAGE}/{rel.as_posix()}"))
+    assert shipped == json.loads(npu_ub.CALIBRATION_FILE.read_text())
+    assert shipped["families"]
+
+
+@pytest.fixture
+def calibration_at(monkeypatch):
+    """`calibration_at(path)`: npu_ub reads its table from `path` (cache cleared, and
+    cleared again afterwards so later tests read the real table)."""
+    def point(path: pathlib.Path) -> None:
+        monkeypatch.setattr(npu_ub, "CALIBRATION_FILE", path)
+        npu_ub.calibration.cache_clear()
+
+    yield point
+    npu_ub.calibration.cache_clear()
+
+
+def _layout() -> npu_ub.Layout:
+    return npu_ub.Layout(block_m=4, cols=768, row_elem_bytes=12, partials=1, looped=False,
+                         multibuffer=True)
+
+
+def test_missing_calibration_is_an_error(tmp_path, calibration_at):
+    missing = tmp_path / "npu_ub_calibration.json"
+    calibration_at(missing)
+    with pytest.raises(npu_ub.CalibrationMissing, match="reinstall inductor_ext") as info:
+        npu_ub.calibration()
+    assert str(missing) in str(info.value)
+    with pytest.raises(npu_ub.CalibrationMissing):  # not an estimate with coefficients 1.0
+        npu_ub.estimate(_layout())
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"points": []}', '{"families": []}'])
+def test_unreadable_calibration_is_an_error(tmp_path, calibration_at, text):
+    bad = tmp_path / "npu_ub_calibration.json"
+    bad.write_text(text)
+    calibration_at(bad)
+    with pytest.raises(npu_ub.CalibrationMissing, match="unreadable") as info:
+        npu_ub.calibration()
+    assert str(bad) in str(info.value)
