@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from npu_cases import check_grads, fused_kernels, plugin_on
 
 import inductor_ext
@@ -168,3 +170,23 @@ def test_fused_kernel_that_fails_to_compile_falls_back(kernels, monkeypatch, ext
     assert len(warnings) == 1 and "ub overflow" in warnings[0].getMessage()
     # Only our kernels take the device path; none of them was launched.
     assert fused_kernels(kernels) and not emu.virtual_device().launches
+
+
+def test_one_element_masked_store_stays_in_bounds(npu):
+    """triton-ascend 3.2.0's interpreter read a one-element False mask as no mask and
+    stored past the tensor (torch_npu's LayerNorm forward at X0BLOCK_SUB=1 corrupted the
+    heap); the emulation keeps the mask, as the compiled path does."""
+    big = torch.full((10,), -7.0)
+    for sub in (1, 2):
+        _store_rows_from_5[(1,)](big, 5, SUB=sub)  # rows 5.. are masked off
+        assert big[5:].tolist() == [-7.0] * 5
+    _store_rows_from_5[(1,)](big, 6, SUB=1)  # row 5 is in: stored
+    assert big[5].item() == 3.0
+    assert isinstance(_store_rows_from_5, triton.runtime.interpreter.InterpretedFunction)
+
+
+
+@triton.jit
+def _store_rows_from_5(out_ptr, n, SUB: tl.constexpr):
+    x0 = 5 + tl.arange(0, SUB)[:, None]
+    tl.store(out_ptr + x0, tl.full([SUB, 1], 3.0, tl.float32), x0 < n)
