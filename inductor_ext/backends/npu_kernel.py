@@ -129,9 +129,6 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         row_names = {a.name for a in self.row_axes}
         return [i for i, a in enumerate(self._tile_axes()) if a.name in row_names]
 
-    def _row_dim(self) -> int:
-        return self._dense().index(self._block(self.row_axis))
-
     def _folded_shape(self) -> str:
         """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed; a 1 for every
         row dimension)."""
