@@ -52,9 +52,8 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
                 **(attribution.reject_fields() if attribution is not None else {}))
         coverage = getattr(sched, "_inductor_ext_coverage", None)
         if coverage is not None:
-            coverage.demote(attribution.norms if attribution is not None else [],
-                            attribution.other_columns if attribution is not None
-                            else len(node.columns), "internal_error")
+            norms, _, other_columns = node.column_counts()
+            coverage.demote(norms, other_columns, "internal_error")
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)

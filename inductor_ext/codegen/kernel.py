@@ -655,10 +655,7 @@ def codegen_mix_order(scheduling: Any, node: Any,
     V.graph.inplaced_to_remove |= kernel.inplaced_to_remove
     scheduling.free_buffers_in_scheduler()
     metrics.record_kernel(fusion_row)
-    if node.attribution is not None:
-        metrics.record_columns(node.attribution.norm_columns, node.attribution.other_columns)
-    else:
-        metrics.record_columns(0, len(node.columns))
+    metrics.record_columns(*node.column_counts()[1:])
 
 
 def _fusion_row(node: Any, kernel: MixOrderKernelBase, kernel_name: str,

@@ -35,6 +35,14 @@ class MixOrderNode(FusedSchedulerNode):
         self.group = inner.group
         self.attribution = attribution
 
+    def column_counts(self) -> tuple[list[str], int, int]:
+        """(norms, norm columns, other columns) this kernel computes; every column counts
+        as other when its origins are unknown."""
+        if self.attribution is None:
+            return [], 0, len(self.columns)
+        a = self.attribution
+        return a.norms, a.norm_columns, a.other_columns
+
     @property
     def table_fields(self) -> dict[str, Any]:
         """The mix_order_fusion columns that name the user's modules (origin.py)."""
