@@ -1,0 +1,133 @@
+"""The fused kernels' generated text, byte for byte, against a committed recording.
+
+A refactor that means to change no behaviour must leave every kernel we emit as it was:
+one case per kind of kernel (CUDA and Ascend flavor; RMSNorm and LayerNorm; looped column
+tiles, register tiles, column groups, segments, column strips, every partial kind).
+Inductor's text differs between torch releases, so each minor version has its own
+recording under tests/golden/torch-<major.minor>/ (tests/support/golden.py); the torch_npu
+emulation's cases live in tests/ascend/test_npu_generated_text.py.
+
+An intended change of the emitted code records anew:
+    INDUCTOR_EXT_RECORD_GOLDEN=1 TRITON_INTERPRET=1 .venv/bin/python -m pytest -q \
+        tests/test_generated_text.py
+and the diff of tests/golden/ shows what changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+
+import inductor_ext
+from inductor_ext.testing import tuned
+from inductor_ext.testing.reference import autograd_grads
+from tests.support.golden import compare_or_record, recording
+
+
+def fused_kernel_texts(codes: list[str]) -> list[str]:
+    """Every Triton kernel of the compiled modules that carries our plan or reads our
+    workspace (the final step)."""
+    return [source for code in codes for block in code.split("async_compile.triton(")[1:]
+            for source in [block.split("''', device_str=")[0]]
+            if "inductor_ext" in source or "(ws_ptr, " in source]
+
+
+def _rms(x, w):
+    return F.rms_norm(x, (x.shape[-1],), w, 1e-6)
+
+
+def _ln(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-6)
+
+
+def _modulated_ln(x, scale, shift):
+    return F.layer_norm(x, (x.shape[-1],), None, None, 1e-6) * (1 + scale) + shift
+
+
+def _norm_backward(norm: Callable, M: int, N: int, dtype: torch.dtype,
+                   params: int) -> tuple[Callable, list[torch.Tensor]]:
+    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+    ps = [torch.randn(N, dtype=dtype, requires_grad=True) for _ in range(params)]
+    dy = torch.randn(M, N, dtype=dtype)
+
+    def fn(x, *ps):
+        return autograd_grads(norm, [x, *ps], dy)
+
+    return fn, [x, *ps]
+
+
+def _segmented(B: int, T: int, N: int) -> tuple[Callable, list[torch.Tensor]]:
+    x = torch.randn(B, T, N, requires_grad=True)
+    scale = (0.5 * torch.randn(B, 1, N)).requires_grad_()
+    shift = torch.randn(B, 1, N, requires_grad=True)
+    dy = torch.randn(B, T, N)
+
+    def fn(*inputs):
+        return autograd_grads(_modulated_ln, list(inputs), dy)
+
+    return fn, [x, scale, shift]
+
+
+def _every_partial_kind() -> tuple[Callable, list[torch.Tensor]]:
+    def fn(a, b):
+        rows = (a * b).sum(-1, keepdim=True)
+        return a * rows, a.sum(0), (a * b).amax(0), b.amin(0), (a - b).sum(0)
+
+    return fn, [torch.randn(48, 40), torch.randn(48, 40)]
+
+
+@contextlib.contextmanager
+def _knobs(target: str, config: dict | None = None, **knobs: object) -> Iterator[None]:
+    with inductor_ext.config.patch(target=target, **(config or {})), tuned(target, **knobs):
+        yield
+
+
+#: case -> (inputs' builder, context: target, config and tuning knobs)
+Build = Callable[[], tuple[Callable, list]]
+Context = Callable[[], contextlib.AbstractContextManager]
+CASES: dict[str, tuple[Build, Context]] = {
+    "cuda-rms-fp32": (lambda: _norm_backward(_rms, 64, 40, torch.float32, 1),
+                      lambda: _knobs("cuda")),
+    "cuda-ln-bf16": (lambda: _norm_backward(_ln, 75, 96, torch.bfloat16, 2),
+                     lambda: _knobs("cuda")),
+    "cuda-rms-column-tiles": (lambda: _norm_backward(_rms, 64, 200, torch.float32, 1),
+                              lambda: _knobs("cuda", {"max_persistent_n": 64}, column_tile=64,
+                                             register_partials_share=0.0)),
+    "cuda-ln-register-tiles": (lambda: _norm_backward(_ln, 64, 40, torch.bfloat16, 2),
+                               lambda: _knobs("cuda", {"max_persistent_n": 16},
+                                              register_tile=16)),
+    "cuda-ln-column-groups": (lambda: _norm_backward(_ln, 75, 500, torch.float32, 2),
+                              lambda: _knobs("cuda", {"max_persistent_n": 64}, register_tile=64,
+                                             column_groups=2)),
+    "cuda-rms-column-groups-3": (lambda: _norm_backward(_rms, 75, 560, torch.bfloat16, 1),
+                                 lambda: _knobs("cuda", {"max_persistent_n": 64},
+                                                register_tile=64, column_groups=3,
+                                                grouped_row_sum_loop=False)),
+    "cuda-segments": (lambda: _segmented(2, 13, 32), lambda: _knobs("cuda")),
+    "cuda-segments-split": (lambda: _segmented(3, 13, 24),
+                            lambda: _knobs("cuda", {"split_size": 4})),
+    "cuda-every-partial-kind": (_every_partial_kind, lambda: _knobs("cuda")),
+    "ascend-rms-fp32": (lambda: _norm_backward(_rms, 64, 40, torch.float32, 1),
+                        lambda: _knobs("ascend")),
+    "ascend-ln-bf16": (lambda: _norm_backward(_ln, 64, 300, torch.bfloat16, 2),
+                       lambda: _knobs("ascend")),
+    "ascend-ln-column-tiles": (lambda: _norm_backward(_ln, 64, 300, torch.float32, 2),
+                               lambda: _knobs("ascend", {"max_persistent_n": 64})),
+    "ascend-rms-ub-tiles": (lambda: _norm_backward(_rms, 64, 1024, torch.bfloat16, 1),
+                            lambda: _knobs("ascend", {"ascend_ub_bytes": 8192})),
+    "ascend-every-partial-kind": (_every_partial_kind, lambda: _knobs("ascend")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_generated_text_is_unchanged(plugin, case):
+    build, context = CASES[case]
+    fn, inputs = build()
+    with context():
+        _, codes = run_and_get_code(torch.compile(fn, dynamic=False), *inputs)
+    compare_or_record(recording("torch"), case, fused_kernel_texts(codes))
