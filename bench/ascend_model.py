@@ -4,7 +4,7 @@ Buffer footprint, the bytes moved and the roofline time at a given HBM bandwidth
 count. No NPU needed: this is the plan the Ascend flavor would make, priced at the roofline.
 
 UB columns: `est` is our estimate, scaled by the calibration table
-(inductor_ext/backends/npu_ub_calibration.json, from bishengir's plans); `planned` is
+(inductor_ext/targets/ascend/ub_calibration.json, from bishengir's plans); `planned` is
 bishengir-compile's own plan of the generated kernel (the high-water of its UB offsets),
 with `--plan-ub`, which needs the venv of tests/ascend/setup_npu_venv.sh: each (op, N,
 dtype) is then compiled through the emulated torch_npu backend (M = 256 rows: the tile
@@ -25,9 +25,9 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 import inductor_ext  # noqa: E402
-from inductor_ext.backends import npu_ub  # noqa: E402
 from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
-from inductor_ext.plan import ascend as ascend_plan  # noqa: E402
+from inductor_ext.targets.ascend import plan as ascend_plan  # noqa: E402
+from inductor_ext.targets.ascend import ub as npu_ub  # noqa: E402
 
 # The baseline's shapes (../shared/reference/baseline_h100.csv).
 SHAPES = [(32768, 4096, "bf16"), (65536, 1024, "bf16"), (16384, 8192, "bf16"),

@@ -34,7 +34,7 @@ from common import (  # noqa: E402
 )
 
 import inductor_ext  # noqa: E402
-from inductor_ext.testing.reference import max_rel_err  # noqa: E402
+from tests.support.reference import max_rel_err  # noqa: E402
 
 
 def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: GraphTimer):

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from common import Block, require_cuda  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.codegen import backend as backend_mod  # noqa: E402
+from inductor_ext import scheduling as backend_mod  # noqa: E402
 from inductor_ext.codegen import precompile  # noqa: E402
 from inductor_ext.scheduler import hook  # noqa: E402
 
@@ -57,7 +57,7 @@ def main() -> None:
         require_cuda("bench_compile_time.py --device cuda")
     ctx = contextlib.nullcontext()
     if args.device == "cpu":
-        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.interpreter import cpu_interpret
         ctx = cpu_interpret()
     hook_timer, codegen_timer, early_timer = Timer(), Timer(), Timer()
     hook.run = hook_timer.wrap(hook.run)

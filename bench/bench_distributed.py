@@ -85,8 +85,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import DTYPES, Block, has_upstream_mix_order, require_cuda  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.testing import fused_launches  # noqa: E402
-from inductor_ext.testing.reference import max_rel_err  # noqa: E402
+from tests.support.launches import fused_launches  # noqa: E402
+from tests.support.reference import max_rel_err  # noqa: E402
 
 MODES = ("single", "ddp", "fsdp2")
 COMPILED = ("stock", "off", "on")
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     interpret = contextlib.nullcontext()
     if args.device == "cpu":
-        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.interpreter import cpu_interpret
 
         interpret = cpu_interpret()
     with interpret, inductor_ext.config.patch(always_fuse=always):

@@ -6,7 +6,7 @@ and (on a GPU) the step time of stock torch.compile, upstream mix-order off, ind
 
 Models are built from configs with random weights (nothing downloaded): transformers'
 Llama, Qwen3, Gemma, GPT-2, BERT and T5, and a DiT-style stack in plain torch (adaLN-
-modulated LayerNorm, attention, MLP); see inductor_ext/testing/models.py. Variants:
+modulated LayerNorm, attention, MLP); see tests/support/models.py. Variants:
 
 - ``stock``: torch.compile as shipped, upstream's own mix-order reduction at its default
   (on since torch 2.10, CUDA/XPU only);
@@ -53,8 +53,8 @@ from common import (  # noqa: E402
 )
 
 import inductor_ext  # noqa: E402
-from inductor_ext.testing import models  # noqa: E402
-from inductor_ext.testing.reference import max_rel_err  # noqa: E402
+from tests.support import models  # noqa: E402
+from tests.support.reference import max_rel_err  # noqa: E402
 
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 #: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
@@ -129,7 +129,7 @@ def run_variant(work: models.Workload, variant: str, args: argparse.Namespace,
                            "variant": variant, "norm_modules": norm_module_count(work)}
     ctx = contextlib.ExitStack()
     if args.device == "cpu":
-        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.interpreter import cpu_interpret
 
         ctx.enter_context(cpu_interpret())
     ctx.enter_context(torch._inductor.config.patch(
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda":
         require_cuda("bench_models.py --device cuda")
     else:
-        from inductor_ext.testing.interpret import INTERPRETER_HINT, interpreter_active
+        from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
 
         if not interpreter_active():
             raise SystemExit(INTERPRETER_HINT)

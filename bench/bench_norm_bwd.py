@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     if variant == "eager":
                         params = [t for t in inputs if t is not None]
                         g = torch.autograd.grad(fn(*inputs), params, dy)
-                        from inductor_ext.testing.reference import max_rel_err
+                        from tests.support.reference import max_rel_err
 
                         eager_errs = [max_rel_err(a, r) for a, r in zip(g, ref)]
                 except Exception as exc:  # report it in the table, go on with the others

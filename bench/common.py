@@ -18,7 +18,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import inductor_ext  # noqa: E402
-from inductor_ext.testing.reference import max_rel_err, tolerance  # noqa: E402
+from tests.support.reference import max_rel_err, tolerance  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 #: The 8 shapes of ../shared/reference/baseline_h100.csv.
@@ -152,7 +152,7 @@ def check(grads: Sequence[torch.Tensor], ref: Sequence[torch.Tensor],
           eager_errs: Sequence[float] | None = None) -> tuple[bool, float]:
     """(all within tolerance, max relative error) against the float64 reference. With
     eager's own errors, a gradient may also be up to 4x eager's (the bar is "no worse than
-    eager" on ill-conditioned outputs, as in inductor_ext.testing.reference)."""
+    eager" on ill-conditioned outputs, as in tests.support.reference)."""
     errs = [max_rel_err(g, r) for g, r in zip(grads, ref)]
     ok = True
     for i, (e, g) in enumerate(zip(errs, grads)):

@@ -31,7 +31,7 @@ from inductor_ext.plan import (  # noqa: E402
     cost,  # noqa: E402
     split_rows_reason,
 )
-from inductor_ext.plan import cuda as cuda_plan  # noqa: E402
+from inductor_ext.targets.cuda import plan as cuda_plan  # noqa: E402
 
 #: The H100 the sweep ran on (torch 2.11: 132 SMs, 50 MB L2, 64K registers and 256 KB
 #: L1 per SM, HBM3 at 2619 MHz x 5120 bits).

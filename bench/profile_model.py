@@ -35,7 +35,7 @@ from common import (  # noqa: E402
 )
 
 import inductor_ext  # noqa: E402
-from inductor_ext.testing import models  # noqa: E402
+from tests.support import models  # noqa: E402
 
 KernelTimes = dict[str, list[float]]  # kernel name -> [device µs per step, launches per step]
 

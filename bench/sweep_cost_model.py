@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(table_dir)  # MetricTable writes into the working directory
     torch._inductor.config.enabled_metric_tables = "mix_order_fusion"
     if args.device == "cpu":  # a smoke run of the whole path in the Triton interpreter
-        from inductor_ext.testing import cpu_interpret
+        from inductor_ext.interpreter import cpu_interpret
 
         stack = contextlib.ExitStack()  # held until exit: the interpreter stays on
         stack.enter_context(cpu_interpret())

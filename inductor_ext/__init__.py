@@ -6,7 +6,7 @@ read the same [M, N] tensors (dw, db) into one kernel; see README.md.
 
 from __future__ import annotations
 
-from . import config, logs, metrics
+from . import config, logs, metrics, targets  # noqa: F401  (targets: registers each)
 from .plugin import MixOrderPass, disable, enable, is_enabled, options
 
 logs.register()

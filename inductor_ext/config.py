@@ -13,6 +13,7 @@ from typing import Optional
 from torch.utils._config_module import install_config_module
 
 from . import envvars
+from . import plan as planning  # a module: the config machinery skips it
 
 #: Fuse every legal pair, skipping the profitability model (tests use it on small shapes).
 always_fuse: bool = envvars.flag("always_fuse", "INDUCTOR_EXT_ALWAYS_FUSE", False)
@@ -46,7 +47,7 @@ def validate() -> None:
     for error in envvars.ERRORS.values():
         raise ValueError(f"inductor_ext: {error}")
     mod = sys.modules[__name__]
-    targets = ("auto", "cuda", "ascend")
+    targets = ("auto", *planning.PLANNERS)
     if not isinstance(mod.always_fuse, bool):
         raise ValueError(f"inductor_ext.config.always_fuse must be a bool, got {mod.always_fuse!r}")
     split = mod.split_size
@@ -67,9 +68,7 @@ def validate() -> None:
         raise ValueError(
             f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
         )
-    from .plan import tuning as tuning_knobs  # plan imports this module: import late
-
-    tuning_knobs.validate(mod.tuning)
+    planning.tuning.validate(mod.tuning)
     ub = mod.ascend_ub_bytes
     if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096):
         raise ValueError(

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import inductor_ext
-from inductor_ext.testing import cpu_interpret, interpreter_active
+from inductor_ext.interpreter import cpu_interpret, interpreter_active
 
 
 def _run(M: int, N: int, device: str, dtype: torch.dtype, plugin: bool) -> tuple[int, list]:

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import os
 
-from inductor_ext_autoload import parse_flag
+#: How a boolean variable may be spelled (also INDUCTOR_EXT, read by the entry point).
+TRUE_SPELLINGS = frozenset({"1", "true", "yes", "on"})
+FALSE_SPELLINGS = frozenset({"", "0", "false", "no", "off"})
+
+
+def parse_flag(name: str, value: str) -> bool:
+    """A boolean environment variable's value; ValueError naming the variable otherwise."""
+    spelled = value.strip().lower()
+    if spelled in TRUE_SPELLINGS:
+        return True
+    if spelled in FALSE_SPELLINGS:
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean: use 1/true/yes/on or "
+                     "0/false/no/off")
 
 #: Variable -> what was wrong with its value.
 ERRORS: dict[str, str] = {}

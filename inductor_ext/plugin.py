@@ -12,10 +12,11 @@ from typing import Any
 
 from torch._inductor import config as inductor_config
 
-from . import compat, logs, metrics
+from . import compat, logs, metrics, scheduling
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass
 from .logs import log
+from .scheduler import hook
 
 _PASS_KEY = "_post_fusion_custom_pass"
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -26,9 +27,7 @@ class MixOrderPass(CustomSchedulerPass):
 
     def __call__(self, nodes: list[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         ext_config.validate()  # a bad option is the user's error: raise, don't fall back
-        from .scheduler import hook
-
-        return hook.run(nodes)
+        return hook.run(nodes, scheduling.install_backend_wrapper)
 
     def uuid(self) -> Any:
         # Sources and data (the NPU UB calibration table decides launch plans too).

@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.testing import cpu_interpret  # noqa: E402
+from inductor_ext.interpreter import cpu_interpret  # noqa: E402
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def _seed():
 def cuda_knobs():
     """`cuda_knobs(name=value, ...)`: CUDA tuning knobs changed for the rest of the test
     (through inductor_ext.config.tuning, which is part of the cache key)."""
-    from inductor_ext.testing import tuned
+    from tests.support.tuning import tuned
 
     with contextlib.ExitStack() as stack:
         def set_knobs(**knobs):

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import inductor_ext
-from inductor_ext.testing import models
-from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads
+from tests.support import models
+from tests.support.reference import assert_close, autograd_grads, float64_grads
 
 
 def modulated_ln(x, scale, shift, w=None, b=None):

@@ -12,9 +12,9 @@ from triton import Config
 
 import inductor_ext
 from inductor_ext.plan import CudaTuning, DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
-from inductor_ext.plan import cuda as cuda_plan
 from inductor_ext.runtime import autotune
-from inductor_ext.testing.reference import assert_close, rms_backward
+from inductor_ext.targets.cuda import plan as cuda_plan
+from tests.support.reference import assert_close, rms_backward
 
 #: An H100's limits, as Inductor's DeviceProperties carries them.
 H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9,

@@ -12,7 +12,7 @@ import bench_norm_bwd  # noqa: E402
 import common  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.plan import options_from_config, tuning_from_config  # noqa: E402
+from inductor_ext.plan_inputs import plan_options, tuning_for  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -26,13 +26,13 @@ def restore_tuning():
 def test_setting_parses_each_knob_type(restore_tuning):
     bench_norm_bwd.apply_setting("final_step_columns=32;autotune_on_cpu=True;"
                                  "register_budget=1.5")
-    tuning = tuning_from_config("cuda")
+    tuning = tuning_for("cuda")
     assert tuning.final_step_columns == 32
     assert tuning.autotune_on_cpu is True
     assert tuning.register_budget == 1.5
     bench_norm_bwd.apply_setting("autotune_on_cpu=False")
-    assert tuning_from_config("cuda").autotune_on_cpu is False  # bool("False") is True
-    assert options_from_config().split_size is None  # options untouched
+    assert tuning_for("cuda").autotune_on_cpu is False  # bool("False") is True
+    assert plan_options().split_size is None  # options untouched
 
 
 @pytest.mark.parametrize("setting, message", [
@@ -100,7 +100,7 @@ def test_bench_models_without_cuda_says_so(monkeypatch, capsys):
 def test_bench_models_size_and_names():
     import bench_models
 
-    from inductor_ext.testing.models import TINY
+    from tests.support.models import TINY
 
     assert bench_models.parse_size("hidden=64,layers=1", TINY).hidden == 64
     with pytest.raises(SystemExit, match="is not one of"):
@@ -115,7 +115,7 @@ def test_bench_models_counts_every_norm_module_and_names_each_count():
     says what each number counts."""
     import bench_models
 
-    from inductor_ext.testing import models
+    from tests.support import models
 
     dit = models.build("dit", models.Size(layers=1))
     assert dit.norm_modules() == ["out"]
@@ -214,7 +214,7 @@ def test_bench_models_leaves_out_gradients_that_are_only_rounding():
     shift shared by every key): its values are rounding, and two runs differ by ~100%."""
     import bench_models
 
-    from inductor_ext.testing import models
+    from tests.support import models
 
     s = models.Size(hidden=32, layers=1, heads=2, kv_heads=2, ffn=64, vocab=64, seq=16,
                     batch=2)
@@ -283,7 +283,7 @@ def test_the_column_strip_floor_kernel_sums_both_ways(M, N, bm, bn, groups):
     correct kernel (the bench checks again on the GPU before timing)."""
     import bench_column_strip_floor as strip
 
-    from inductor_ext.testing.reference import max_rel_err, tolerance
+    from tests.support.reference import max_rel_err, tolerance
 
     gen = torch.Generator().manual_seed(M * N)
     x = torch.randn(M, N, generator=gen)

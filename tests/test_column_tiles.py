@@ -18,7 +18,7 @@ from inductor_ext.codegen.rewrites import (
     unpin_row_loads,
     unroll_column_loops,
 )
-from inductor_ext.testing.reference import (
+from tests.support.reference import (
     assert_close,
     autograd_grads,
     float64_grads,

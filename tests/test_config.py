@@ -10,7 +10,7 @@ import torch._inductor.config as inductor_config
 
 import inductor_ext
 from inductor_ext import compat
-from inductor_ext.testing.reference import rms_backward
+from tests.support.reference import rms_backward
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 import inductor_ext
-from inductor_ext.plan import CudaTuning, PlanOptions, ShapeInfo, cost
-from inductor_ext.plan import cuda as cuda_plan
+from inductor_ext.plan import CudaTuning, PlanOptions, ShapeInfo
+from inductor_ext.targets.cuda import cost
+from inductor_ext.targets.cuda import plan as cuda_plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -293,7 +294,7 @@ def test_upstream_gates_follow_the_torch_release(gates, fuses):
 def test_the_fusion_table_records_the_verdict(plugin, tmp_path, monkeypatch):
     """Under always_fuse the model's verdict and the shape facts still land in the
     table, so a sweep can compare them with what it measures."""
-    from inductor_ext.testing.reference import rms_backward
+    from tests.support.reference import rms_backward
 
     monkeypatch.chdir(tmp_path)
     with torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion"), \
@@ -310,7 +311,7 @@ def test_the_fusion_table_records_the_verdict(plugin, tmp_path, monkeypatch):
 def test_the_hook_records_the_strided_operand(plugin, tmp_path, monkeypatch):
     """x transposed: its bytes, its element size and that the column reduction (dw)
     reads it too are in the shape facts the cost model prices."""
-    from inductor_ext.testing.reference import rms_backward
+    from tests.support.reference import rms_backward
 
     monkeypatch.chdir(tmp_path)
     M, N = 64, 40
@@ -378,7 +379,7 @@ def test_rows_inductor_split_into_pieces_are_declined(plugin, tmp_path, monkeypa
     named, and the result is Inductor's."""
     from torch._inductor.choices import InductorChoices
 
-    from inductor_ext.testing.reference import max_rel_err, rms_backward, tolerance
+    from tests.support.reference import max_rel_err, rms_backward, tolerance
 
     monkeypatch.chdir(tmp_path)
     M, N = 16, 4096
@@ -486,7 +487,7 @@ def test_a_split_transposed_sum_is_fused_as_column_strips(interp, cuda_knobs, tm
     from torch._inductor.choices import InductorChoices
     from torch._inductor.utils import run_and_get_code
 
-    from inductor_ext.testing.reference import max_rel_err, tolerance
+    from tests.support.reference import max_rel_err, tolerance
 
     monkeypatch.chdir(tmp_path)
     if double_buffered:
@@ -525,7 +526,7 @@ def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_p
     """A column sum over dy times a transposed [M, N] operand the row side never reads:
     Inductor's column kernel walks it coalesced, the fused row loop strided, so its bytes
     are priced apart (strided_column_bytes) and not as the row kernel's."""
-    from inductor_ext.testing.reference import rms_backward
+    from tests.support.reference import rms_backward
 
     def with_bias_grad(x, w, dy, rstd, g):
         dx, dw = rms_backward(x, w, dy, rstd)

@@ -12,8 +12,9 @@ import torch.nn.functional as F
 
 import inductor_ext
 from inductor_ext import report
-from inductor_ext.testing import models, tuned
-from inductor_ext.testing.reference import assert_close, autograd_grads, float64_grads, rms_norm
+from tests.support import models
+from tests.support.reference import assert_close, autograd_grads, float64_grads, rms_norm
+from tests.support.tuning import tuned
 
 TABLES = "mix_order_fusion,mix_order_reject"
 

@@ -24,8 +24,8 @@ import torch
 import torch.distributed as dist
 
 import inductor_ext
-from inductor_ext.testing import fused_launches
-from inductor_ext.testing.reference import assert_close
+from tests.support.launches import fused_launches
+from tests.support.reference import assert_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench", "bench_distributed.py")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from unittest import mock
 
 import pytest
 import torch
@@ -24,9 +25,9 @@ import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.testing import tuned
-from inductor_ext.testing.reference import autograd_grads
 from tests.support.golden import compare_or_record, recording
+from tests.support.reference import autograd_grads
+from tests.support.tuning import tuned
 
 
 def fused_kernel_texts(codes: list[str]) -> list[str]:
@@ -81,9 +82,31 @@ def _every_partial_kind() -> tuple[Callable, list[torch.Tensor]]:
     return fn, [torch.randn(48, 40), torch.randn(48, 40)]
 
 
+def _transposed_sum_pair(M: int, N: int) -> tuple[Callable, list[torch.Tensor]]:
+    def fn(x, y):
+        return (x + y).sum(-1), x.sum(0)
+
+    return fn, [torch.randn(M, N), torch.randn(N, M).t()]
+
+
 @contextlib.contextmanager
 def _knobs(target: str, config: dict | None = None, **knobs: object) -> Iterator[None]:
     with inductor_ext.config.patch(target=target, **(config or {})), tuned(target, **knobs):
+        yield
+
+
+@contextlib.contextmanager
+def _rows_split(target: str, M: int, N: int, pieces: int) -> Iterator[None]:
+    """`_knobs(target)`, with Inductor splitting each of the M rows of N into `pieces` (as
+    an H100 does on its own for long rows; not at the interpreter's shapes) and no other
+    reduction."""
+    from torch._inductor.choices import InductorChoices
+
+    def split_factor(device, reduction_numel_hint, numel_hint, inner_reduction):
+        return pieces if (reduction_numel_hint, numel_hint) == (N, M) else 1
+
+    with _knobs(target), mock.patch.object(InductorChoices, "reduction_split_factor",
+                                           staticmethod(split_factor)):
         yield
 
 
@@ -112,6 +135,9 @@ CASES: dict[str, tuple[Build, Context]] = {
     "cuda-segments-split": (lambda: _segmented(3, 13, 24),
                             lambda: _knobs("cuda", {"split_size": 4})),
     "cuda-every-partial-kind": (_every_partial_kind, lambda: _knobs("cuda")),
+    # (x + y).sum(-1) with y transposed, its rows split into 4 pieces: x.sum(0) walks them
+    "cuda-column-strip": (lambda: _transposed_sum_pair(48, 64),
+                          lambda: _rows_split("cuda", 48, 64, 4)),
     "ascend-rms-fp32": (lambda: _norm_backward(_rms, 64, 40, torch.float32, 1),
                         lambda: _knobs("ascend")),
     "ascend-ln-bf16": (lambda: _norm_backward(_ln, 64, 300, torch.bfloat16, 2),

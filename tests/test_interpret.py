@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inductor_ext.testing import interpret
+from inductor_ext import interpreter as interpret
 
 
 def _special(x: torch.Tensor) -> torch.Tensor:
@@ -71,7 +71,7 @@ def test_without_triton_the_demo_and_harness_say_so(monkeypatch):
     import sys
 
     from inductor_ext import demo
-    from inductor_ext.testing import cpu_interpret
+    from inductor_ext.interpreter import cpu_interpret
 
     monkeypatch.setitem(sys.modules, "triton.language", None)  # import fails as if absent
     monkeypatch.setattr(sys, "argv", ["demo"])

@@ -14,8 +14,8 @@ from torch._dynamo.utils import counters
 import inductor_ext
 from inductor_ext import report
 from inductor_ext.metrics import TABLE_COLUMNS
-from inductor_ext.testing import tuned
-from inductor_ext.testing.reference import layer_norm, rms_backward
+from tests.support.reference import layer_norm, rms_backward
+from tests.support.tuning import tuned
 
 TABLES = "mix_order_fusion,mix_order_reject"
 
@@ -166,8 +166,9 @@ def test_report_rejects_other_csv(tmp_path):
 def test_torch_logs_prints_decisions(tmp_path):
     code = textwrap.dedent("""
         import torch, inductor_ext
-        from inductor_ext.testing import cpu_interpret, tuned
-        from inductor_ext.testing.reference import rms_backward
+        from inductor_ext.interpreter import cpu_interpret
+        from tests.support.tuning import tuned
+        from tests.support.reference import rms_backward
         args = torch.randn(64, 40), torch.randn(40), torch.randn(64, 40), torch.rand(64, 1)
         with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()):
             with tuned("cuda", min_rows_per_program=65):  # the cost model declines
@@ -193,8 +194,8 @@ def test_torch_logs_one_line_for_a_fused_kernel_and_one_for_a_cache_hit(tmp_path
     counters without running the pass, logs one line saying what it replayed."""
     code = textwrap.dedent("""
         import torch, inductor_ext
-        from inductor_ext.testing import cpu_interpret
-        from inductor_ext.testing.reference import rms_backward
+        from inductor_ext.interpreter import cpu_interpret
+        from tests.support.reference import rms_backward
         args = torch.randn(64, 40), torch.randn(40), torch.randn(64, 40), torch.rand(64, 1)
         with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()), \\
                 torch._inductor.config.patch(fx_graph_cache=True, force_disable_caches=False), \\

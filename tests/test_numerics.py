@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import inductor_ext
-from inductor_ext.testing.reference import (
+from tests.support.reference import (
     assert_close,
     autograd_grads,
     float64_grads,

@@ -15,7 +15,7 @@ import zipfile
 import pytest
 
 import inductor_ext
-from inductor_ext.backends import npu_ub
+from inductor_ext.targets.ascend import ub as npu_ub
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = "inductor_ext"
@@ -113,7 +113,7 @@ def _layout() -> npu_ub.Layout:
 
 
 def test_missing_calibration_is_an_error(tmp_path, calibration_at):
-    missing = tmp_path / "npu_ub_calibration.json"
+    missing = tmp_path / "ub_calibration.json"
     calibration_at(missing)
     with pytest.raises(npu_ub.CalibrationMissing, match="reinstall inductor_ext") as info:
         npu_ub.calibration()
@@ -124,7 +124,7 @@ def test_missing_calibration_is_an_error(tmp_path, calibration_at):
 
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"points": []}', '{"families": []}'])
 def test_unreadable_calibration_is_an_error(tmp_path, calibration_at, text):
-    bad = tmp_path / "npu_ub_calibration.json"
+    bad = tmp_path / "ub_calibration.json"
     bad.write_text(text)
     calibration_at(bad)
     with pytest.raises(npu_ub.CalibrationMissing, match="unreadable") as info:

@@ -14,10 +14,11 @@ import inductor_ext
 from inductor_ext import diagnostics
 from inductor_ext import plan as planning
 from inductor_ext.codegen import kernel as kernel_mod
-from inductor_ext.scheduler import hook, reorder
-from inductor_ext.testing import cpu_interpret
-from inductor_ext.testing.poison import poisoned_allocations
-from inductor_ext.testing.reference import (
+from inductor_ext.interpreter import cpu_interpret
+from inductor_ext.ir import bodies as reorder
+from inductor_ext.scheduler import hook
+from tests.support.poison import poisoned_allocations
+from tests.support.reference import (
     assert_close,
     autograd_grads,
     float64_grads,

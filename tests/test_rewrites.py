@@ -12,7 +12,7 @@ import inductor_ext
 from inductor_ext import diagnostics
 from inductor_ext.codegen import rewrites
 from inductor_ext.logs import log
-from inductor_ext.testing.reference import (
+from tests.support.reference import (
     assert_close,
     autograd_grads,
     float64_grads,

@@ -13,7 +13,7 @@ from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
 from inductor_ext.scheduler.legality import reads_stored_element
-from inductor_ext.testing.reference import assert_close
+from tests.support.reference import assert_close
 
 
 def _symbols(prefix, n):

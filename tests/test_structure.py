@@ -15,7 +15,6 @@ import triton.language as tl
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.codegen import cuda as cuda_codegen
 from inductor_ext.plan import (
     CudaTuning,
     DeviceInfo,
@@ -23,9 +22,9 @@ from inductor_ext.plan import (
     ShapeInfo,
     assume_device,
 )
-from inductor_ext.plan import cuda as cuda_plan
-from inductor_ext.testing import tuned
-from inductor_ext.testing.reference import (
+from inductor_ext.targets.cuda import flavor as cuda_codegen
+from inductor_ext.targets.cuda import plan as cuda_plan
+from tests.support.reference import (
     assert_close,
     autograd_grads,
     float64_grads,
@@ -33,6 +32,7 @@ from inductor_ext.testing.reference import (
     rms_backward,
     rms_norm,
 )
+from tests.support.tuning import tuned
 
 
 def _inputs(M=64, N=40):
@@ -667,7 +667,7 @@ def _inline_asm_kernel(x_ptr, out_ptr, ASM: tl.constexpr):
 def test_interpreter_runs_the_l2_hint_as_a_no_op_and_no_other_asm(hint):
     from triton.runtime.errors import InterpreterError
 
-    from inductor_ext.testing import cpu_interpret
+    from inductor_ext.interpreter import cpu_interpret
 
     asm = getattr(cuda_codegen, hint)
     x, out = torch.arange(16, dtype=torch.float32), torch.zeros(16)

@@ -1,3 +1,2 @@
-"""Codegen side: the fused kernel, the backend wrapper, and one module per target flavor."""
-
-from . import ascend, cuda  # noqa: F401  (each registers its flavor)
+"""Codegen: the fused kernel (built on the scheduling a target registered), its final step,
+and the code rewrites; each target's flavor is registered from its package."""

@@ -16,9 +16,9 @@ import torch
 from torch._inductor import metrics as inductor_metrics
 
 from ..compat import Placeholder, V, triton_pointer_type, triton_type
+from ..ir.combine import COMBINE, TL_REDUCE
 from ..plan import FinalizeBlock
 from ..runtime import autotune
-from .combine import COMBINE, TL_REDUCE
 
 if TYPE_CHECKING:
     from .kernel import KernelAdapter, MixOrderKernelBase

@@ -26,12 +26,12 @@ from ..compat import (
     TritonKernel,
     V,
 )
+from ..ir import bodies as reorder
+from ..ir.combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from ..plan import LaunchPlan
 from ..runtime import autotune
-from ..scheduler import reorder
 from . import column_tiles, finalize, precompile, rewrites
 from . import prefetch as pf
-from .combine import ATEN_REDUCE, COMBINE, TL_REDUCE
 from .flavor import TargetFlavor, get_flavor
 from .workspace import Workspace
 
@@ -549,7 +549,7 @@ class KernelAdapter:
     """How the fused kernel is built on one family of Triton schedulings: which kernel
     class, axes and launch config, and how a kernel's source is registered. This one is
     Inductor's own TritonScheduling (CUDA, XPU, CPU-Triton, and vendor schedulings that keep
-    its codegen); torch_npu's lives in inductor_ext.backends.npu_kernel."""
+    its codegen); torch_npu's lives in inductor_ext.targets.ascend.kernel."""
 
     name = "inductor"
 

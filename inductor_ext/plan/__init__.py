@@ -1,8 +1,9 @@
 """Planning: a pure function of (shape, device, tuning, options) per target.
 
 `planner_for(target)` gives the target's `fits` / `plan` / `profitable`; the hook builds
-the inputs (`ShapeInfo` from the group, `device_info`, `tuning_from_config`,
-`options_from_config`) and hands the resulting `LaunchPlan` to codegen.
+the inputs (`ShapeInfo` from the group, `device_info`, and from the user's config the
+options and tuning of `inductor_ext.plan_inputs`) and hands the resulting `LaunchPlan` to
+codegen. Each target registers its `Planner` from its package (`inductor_ext.targets`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from typing import Any
 
 import torch
 
-from ..backends import npu
-from . import ascend, cuda
 from .device import DeviceInfo, assume_device, assumed_devices, device_info
-from .options import PlanOptions, options_from_config, tuning_from_config
+from .options import PlanOptions
 from .tuning import AscendTuning, CudaTuning
 from .types import FinalizeBlock, LaunchPlan, ShapeInfo
 
@@ -35,28 +34,38 @@ class Planner:
     #: reductions (interleaved: the samples are a split row's pieces); None: the target
     #: has no per-sample row loop (they are declined).
     segments: Callable[[LaunchPlan, int, int, bool], LaunchPlan] | None = None
+    #: Whether the target generates this device's kernels whatever its type (torch_npu's
+    #: backend serving CPU tensors in its emulation); None: by device type only.
+    serves: Callable[[torch.device], bool] | None = None
+    #: Device types whose target this is when config.target is "auto".
+    device_types: tuple[str, ...] = ()
 
 
-PLANNERS: dict[str, Planner] = {
-    "cuda": Planner("cuda", cuda.fits, cuda.plan, cuda.profitable,
-                    (torch.float32, torch.float64), cuda.with_segments),
-    # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
-    "ascend": Planner("ascend", ascend.fits, ascend.plan, ascend.profitable,
-                      (torch.float32,)),
-}
+#: The targets, in the order they registered (`inductor_ext.targets` registers each).
+PLANNERS: dict[str, Planner] = {}
+#: The target of any device no target claims.
+DEFAULT_TARGET = "cuda"
 
-#: Device types whose target is not the default "cuda" one (config.target == "auto").
-DEVICE_TARGETS = {"npu": "ascend"}
+
+def register_planner(planner: Planner) -> Planner:
+    """Adds a target's planning (from its package under `inductor_ext.targets`)."""
+    PLANNERS[planner.target] = planner
+    return planner
 
 
 def target_for(device: torch.device, configured: str) -> str:
-    """The configured target, or with "auto" the device's: "ascend" for NPUs and for any
-    device whose kernels torch_npu's backend generates (its emulation: CPU tensors)."""
+    """The configured target, or with "auto" the device's: the target that serves it (the
+    Ascend one for any device torch_npu's backend generates, its emulation's CPU tensors
+    included), else the one registered for its type, else the default."""
     if configured != "auto":
         return configured
-    if npu.serves(device):
-        return "ascend"
-    return DEVICE_TARGETS.get(device.type, "cuda")
+    for planner in PLANNERS.values():
+        if planner.serves is not None and planner.serves(device):
+            return planner.target
+    for planner in PLANNERS.values():
+        if device.type in planner.device_types:
+            return planner.target
+    return DEFAULT_TARGET
 
 
 def planner_for(target: str) -> Planner:
@@ -90,8 +99,7 @@ def split_rows_reason(shape: ShapeInfo) -> str:
 
 
 __all__ = [
-    "PLANNERS", "AscendTuning", "CudaTuning", "DeviceInfo", "FinalizeBlock", "LaunchPlan",
-    "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices", "device_info",
-    "options_from_config", "planner_for", "split_rows_reason", "target_for",
-    "tuning_from_config",
+    "DEFAULT_TARGET", "PLANNERS", "AscendTuning", "CudaTuning", "DeviceInfo", "FinalizeBlock",
+    "LaunchPlan", "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices",
+    "device_info", "planner_for", "register_planner", "split_rows_reason", "target_for",
 ]

@@ -10,12 +10,11 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
 from .. import compat
-from ..backends import npu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +73,21 @@ def device_info(device: torch.device) -> DeviceInfo:
     assumed = dict(_ASSUMED.get()).get(device.type)
     if assumed is not None:
         return assumed
-    if npu.serves(device):  # not cached: an emulation session may come and go
-        return _torch_npu_info(device)
+    for query in _TARGET_QUERIES:  # not cached: an emulation session may come and go
+        info = query(device)
+        if info is not None:
+            return info
     return _queried(device)
+
+
+#: The targets' own queries (registered from their packages): the facts of a device only
+#: the target's runtime can report (torch_npu's SoC), None for any other device.
+_TARGET_QUERIES: list[Callable[[torch.device], DeviceInfo | None]] = []
+
+
+def register_device_query(query: Callable[[torch.device], DeviceInfo | None]) -> None:
+    if query not in _TARGET_QUERIES:
+        _TARGET_QUERIES.append(query)
 
 
 @functools.cache
@@ -84,8 +95,6 @@ def _queried(device: torch.device) -> DeviceInfo:
     if device.type == "cpu":
         return DeviceInfo(type="cpu", name="cpu (Triton interpreter)",
                           cores=CPU_INTERPRETER_CORES, interpreted=True)
-    if device.type == "npu":
-        return _npu_info()
     try:
         props = compat.device_properties(device)
     except Exception:  # an unknown backend: defaults, planning still works
@@ -118,34 +127,3 @@ def _l1_bytes(device: torch.device) -> int:
         return max(smem + 32 * 1024, 128 * 1024) if smem else 256 * 1024
     except Exception:
         return 256 * 1024
-
-
-#: Vector cores when torch_npu cannot say: torch_npu's fallback for 910B3.
-DEFAULT_VECTOR_CORES = 40
-#: Unified Buffer per core on Atlas A2/A3.
-DEFAULT_UB_BYTES = 192 * 1024
-
-
-def _torch_npu_info(device: torch.device) -> DeviceInfo:
-    """What torch_npu's Inductor config reports (vector cores after NPU_DEVICE_LIMIT, UB
-    by SoC), for a device whose kernels its default backend generates."""
-    facts = npu.soc_facts()
-    return DeviceInfo(type=device.type, name="Ascend950" if facts.ascend950 else "Ascend A2/A3",
-                      cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
-                      npu_backend="torch_npu", ascend950=facts.ascend950,
-                      interpreted=device.type == "cpu")
-
-
-def _npu_info() -> DeviceInfo:
-    """Vector cores reported by torch_npu, when it is importable (it needs CANN)."""
-    cores = DEFAULT_VECTOR_CORES
-    try:
-        import torch_npu  # noqa: F401
-
-        props = torch.npu.get_device_properties(torch.npu.current_device())
-        vector = getattr(props, "vector_core_num", None)
-        cube = getattr(props, "cube_core_num", None)
-        cores = int(vector) if vector else (2 * int(cube) if cube else cores)
-    except Exception:
-        pass
-    return DeviceInfo(type="npu", cores=cores, ub_bytes=DEFAULT_UB_BYTES)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
+from ..coverage import GraphCoverage
+from ..ir.node import MixOrderNode
 from .match import Candidate
-from .node import MixOrderNode
 
 
 def _regroup(sched: Scheduler, members: list[BaseSchedulerNode]) -> BaseSchedulerNode:
@@ -20,13 +21,14 @@ def _regroup(sched: Scheduler, members: list[BaseSchedulerNode]) -> BaseSchedule
 
 
 def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidate,
-            plan: object, shape: object, verdict: str = "") -> list[BaseSchedulerNode]:
+            plan: object, shape: object, verdict: str = "",
+            coverage: GraphCoverage | None = None) -> list[BaseSchedulerNode]:
     """Return a new node list where the candidate's inner node and the column reductions
     are one MixOrderNode; leftovers of partly absorbed fused nodes stay as their own nodes."""
     absorbed = {id(n) for col in cand.columns for n in col.absorbed}
     absorbed |= {id(col.cast) for col in cand.columns if col.cast is not None}
     fused = MixOrderNode(sched, cand.inner, cand.columns, cand.M, cand.N, plan, shape,
-                         attribution=cand.attribution)
+                         attribution=cand.attribution, coverage=coverage)
     fused.verdict = verdict
 
     new_nodes: list[BaseSchedulerNode] = []

@@ -7,13 +7,13 @@ one summary line (debug)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
 import torch
 
-from .. import compat, diagnostics, metrics
+from .. import compat, diagnostics, metrics, plan_inputs
 from .. import config as ext_config
 from .. import plan as planning
 from ..compat import BaseSchedulerNode, SchedulerNode, V
@@ -144,8 +144,8 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     if split:
         return None, shape, "split_rows", split
     info = planning.device_info(cand.inner.get_device())
-    tuning = planning.tuning_from_config(planner.target)
-    options = planning.options_from_config()
+    tuning = plan_inputs.tuning_for(planner.target)
+    options = plan_inputs.plan_options()
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
         return None, shape, "not_persistent", why
@@ -165,7 +165,10 @@ def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None
     return plan, shape, "", "" if ok else why
 
 
-def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
+def run(nodes: Sequence[BaseSchedulerNode],
+        install_codegen: Callable[[Any, torch.device], None]) -> list[BaseSchedulerNode]:
+    """The pass over one graph's nodes: every fused group becomes a MixOrderNode, whose
+    device's scheduling `install_codegen(scheduler, device)` makes generate it."""
     nodes = list(nodes)
     sched = compat.scheduler_of(nodes)
     if sched is None:
@@ -187,8 +190,6 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         return nodes
     for d in matching.declines:
         decline(d.names, d.M, d.N, d.reason, d.detail, d.attribution, coverage)
-    from ..codegen.backend import install_backend_wrapper
-
     inner_ops = {op for cand in matching.groups for op in cand.inner.get_operation_names()}
     graph: KernelGraph | None = None  # the schedule as converted so far
     for cand in matching.groups:
@@ -213,8 +214,8 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
                 decline(cand.describe(), cand.M, cand.N, "producer_consumer",
                         f"would run both before and after {via}", cand.attribution, coverage)
                 continue
-            install_backend_wrapper(sched, cand.inner.get_device())
-            nodes = convert(sched, nodes, cand, plan, shape, verdict=detail)
+            install_codegen(sched, cand.inner.get_device())
+            nodes = convert(sched, nodes, cand, plan, shape, verdict=detail, coverage=coverage)
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
             coverage.add_fused(attribution.norms, attribution.other_columns)
@@ -228,7 +229,7 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
                     cand.attribution, coverage)
     if coverage.fused or coverage.other_fused:
         # A fused group still falls back if its codegen or compile fails: count the
-        # graph's norms once its kernels are emitted (codegen/backend.py demotes those).
+        # graph's norms once its kernels are emitted (the scheduling wrapper demotes those).
         _finish_after_codegen(sched, coverage)
     else:
         _finish(coverage)
@@ -238,7 +239,6 @@ def run(nodes: Sequence[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
 def _finish_after_codegen(sched: Any, coverage: GraphCoverage) -> None:
     """Count and summarise the graph's norms when the scheduler's codegen has run (on the
     instance: other compiles are untouched)."""
-    sched._inductor_ext_coverage = coverage
     original = sched.codegen
 
     def codegen(*args: Any, **kwargs: Any) -> Any:
@@ -253,7 +253,7 @@ def _finish_after_codegen(sched: Any, coverage: GraphCoverage) -> None:
 def _free_cast(sched: Any, col: Any, inner_ops: set[str]) -> Any:
     """The cast the final step may write (`cast_consumer`), unless that node belongs to a
     group's row side or to a kernel this pass already fused."""
-    from .node import MixOrderNode
+    from ..ir.node import MixOrderNode
 
     cast = cast_consumer(sched, col)
     if cast is None or cast.get_name() in inner_ops:

@@ -46,9 +46,10 @@ from collections.abc import Sequence
 import sympy
 import torch
 
-from .. import backends, compat
-from ..codegen.combine import accumulator_dtype
+from .. import compat
+from ..codegen import schedulings
 from ..compat import BaseSchedulerNode, V, ir
+from ..ir.combine import accumulator_dtype
 from ..plan import Planner
 from .match import ColumnReduction, column_loop_body, index_symbols, same_size
 
@@ -74,7 +75,7 @@ def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
     """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
     `segments`) cannot ride an [M, N] row reduction's per-sample row loop (`interleaved`:
     the samples are the pieces of a split row, see reorder.segmented_body)."""
-    from .reorder import segmented_body
+    from ..ir.bodies import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
         return "dynamic_segments", (f"{col.out_name} reduces per sample over {segments} "
@@ -280,7 +281,7 @@ def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],
                              interleaved: bool = False) -> bool:
     """A segmented column's loads of `name`, at the kernel's (row, column) and simplified
     as codegen does, are all [row, column] (or [row])."""
-    from .reorder import segmented_body
+    from ..ir.bodies import segmented_body
 
     seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved)
     if seg is None:
@@ -377,7 +378,7 @@ def backend_reason(inner: BaseSchedulerNode) -> tuple[str, str] | None:
     if sched is None or device is None:
         return "unsupported_backend", "no scheduler or device"
     backend = sched.get_backend(device)
-    detail = backends.unsupported_backend(backend)
+    detail = schedulings.unsupported(backend)
     if detail:
         return "unsupported_backend", detail
     if compat.triton_scheduling_of(backend) is None:
@@ -393,6 +394,6 @@ def unsupported_backends(nodes: Sequence[BaseSchedulerNode]) -> list[str]:
     if sched is None:
         return []
     devices = {node.get_device() for node in nodes if node.is_reduction()} - {None}
-    details = (backends.unsupported_backend(sched.get_backend(d))
+    details = (schedulings.unsupported(sched.get_backend(d))
                for d in sorted(devices, key=str))
     return [d for d in details if d]

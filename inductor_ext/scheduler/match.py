@@ -17,52 +17,9 @@ import sympy
 
 from .. import compat
 from ..compat import BaseSchedulerNode, SchedulerNode, UnsplitReduction, V
+from ..ir.attribution import Attribution
+from ..ir.column import ColumnReduction, column_loop_body, size_hint
 from ..plan import Planner
-from .origin import Attribution
-
-
-@dataclasses.dataclass
-class ColumnReduction:
-    """One outer reduction, seen as a reduction over M rows for each of N columns."""
-
-    out_node: SchedulerNode  # the node whose buffer receives the final [N] result
-    absorbed: tuple[SchedulerNode, ...]  # nodes the fused kernel replaces
-    reduction_type: str
-    numel: sympy.Expr  # N
-    rnumel: sympy.Expr  # M
-    unsplit: UnsplitReduction | None  # set when Inductor had split this reduction
-    #: The result's only user when it just casts it (dw in bf16): the final step writes
-    #: the cast value itself, one launch less (see `cast_consumer`).
-    cast: SchedulerNode | None = None
-    #: [M, N] buffers this reduction reads that its group's row side computes elementwise
-    #: (legality.row_outputs_read): the fused kernel hands it the row block's values.
-    row_reads: frozenset[str] = frozenset()
-    #: Samples B of a segmented column reduction ([B, T, N] -> [B, N] over the row side's
-    #: B*T rows, adaLN's d(scale)/d(shift)); 1 for a reduction over all M rows.
-    segments: int = 1
-    #: Segmented by the row side's pieces: sample b is rows b, b + B, ... of a row
-    #: reduction Inductor split into B pieces per row (reorder.segmented_body).
-    interleaved: bool = False
-
-    @property
-    def out_name(self) -> str:
-        """Name of the buffer the reduction itself writes (fp32 accumulation)."""
-        return self.out_node.node.get_name()
-
-    @property
-    def final_name(self) -> str:
-        """Name of the buffer the final step writes: the cast's output if absorbed."""
-        return self.cast.node.get_name() if self.cast is not None else self.out_name
-
-    def reads(self) -> set[str]:
-        names: set[str] = set()
-        internal = {n.node.get_name() for n in self.absorbed}
-        for node in self.absorbed:
-            names.update(d.name for d in node.read_writes.reads if d.name not in internal)
-        return names
-
-    def operation_names(self) -> set[str]:
-        return {n.get_name() for n in self.absorbed}
 
 
 @dataclasses.dataclass
@@ -92,16 +49,6 @@ class Decline:
     reason: str  # a code of metrics.REASONS
     detail: str
     attribution: Attribution
-
-
-def column_loop_body(col: ColumnReduction) -> tuple[tuple[list[Any], list[Any]], Any]:
-    """((iteration sizes, reduction sizes), LoopBody) the fused kernel runs for `col`: the
-    unsplit reduction when Inductor split it."""
-    if col.unsplit is not None:
-        buf = compat.computed_buffer_for(col.unsplit, col.out_name)
-    else:
-        buf = col.out_node.node
-    return compat.default_sizes_body(buf)
 
 
 def index_symbols(prefix: str, n: int) -> list[sympy.Symbol]:
@@ -318,13 +265,6 @@ def split_pieces(node: BaseSchedulerNode, N: sympy.Expr) -> int:
             whole = size_hint(sympy.Mul(*record.reduction_ranges))
             pieces = max(pieces, whole // size_hint(N))
     return pieces
-
-
-def size_hint(expr: sympy.Expr) -> int:
-    try:
-        return int(V.graph.sizevars.optimization_hint(expr))
-    except Exception:
-        return 1 << 62
 
 
 def _hint_name(snode: SchedulerNode) -> str:

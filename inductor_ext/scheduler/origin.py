@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from ..ir.attribution import Attribution
+
 #: ATen reductions whose FX nodes name a reduction (in `origins`, which also holds the
 #: pointwise ops inlined into the same buffer).
 REDUCTION_OPS = frozenset({"sum", "mean", "amax", "amin", "prod", "var_mean", "var", "std",
@@ -160,30 +162,6 @@ def _classes(path: str) -> tuple[tuple[str, int, int], ...]:
         return ()
     return tuple((n.name, n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
                  if isinstance(n, ast.ClassDef))
-
-
-@dataclasses.dataclass
-class Attribution:
-    """The origins of a group's (or a decline's) reductions, as table fields."""
-
-    norms: list[str]  # keys of the norms involved, in order, no repeats
-    modules: list[str]
-    sources: list[str]
-    norm_columns: int = 0
-    other_columns: int = 0
-
-    @property
-    def kind(self) -> str:
-        return "norm" if self.norms else "other"
-
-    def fusion_fields(self) -> dict[str, Any]:
-        return {"norms": " ".join(self.norms), "norm_columns": self.norm_columns,
-                "other_columns": self.other_columns, "modules": " ".join(self.modules),
-                "source": " ".join(self.sources)}
-
-    def reject_fields(self) -> dict[str, Any]:
-        return {"norms": " ".join(self.norms), "kind": self.kind,
-                "modules": " ".join(self.modules), "source": " ".join(self.sources)}
 
 
 def attribute(rows: Iterable[Origin], columns: Iterable[Origin]) -> Attribution:

@@ -9,7 +9,7 @@ N in 128 ... 16384, long rows column-tiled; odd and even M) and every norm backw
 (910B3, then Ascend950 in a second emulation session):
 
   fused     the plugin built the kernel on torch_npu's NPUIndexTritonKernel;
-  numerics  the compiled gradients match float64 (inductor_ext.testing.reference's per-dtype
+  numerics  the compiled gradients match float64 (tests.support.reference's per-dtype
             tolerances) with the kernels run in triton-ascend's interpreter, after
             torch_npu's autotuner timed every config of the kernel on the emulated
             device (its launch path: prerun and benchmark on clone_args);
@@ -54,9 +54,10 @@ import torch  # noqa: E402
 import ub_plan  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.backends import npu_kernel, npu_ub  # noqa: E402
-from inductor_ext.testing import npu_emulation as emu  # noqa: E402
-from inductor_ext.testing import reference  # noqa: E402
+from inductor_ext.targets.ascend import kernel as npu_kernel  # noqa: E402
+from inductor_ext.targets.ascend import ub as npu_ub  # noqa: E402
+from tests.support import npu_emulation as emu  # noqa: E402
+from tests.support import reference  # noqa: E402
 
 OPS = ("rms", "ln", "ln_nobias")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -8,7 +8,7 @@ import torch
 from npu_cases import recorded_kernels, session
 
 import inductor_ext
-from inductor_ext.testing import npu_emulation as emu
+from tests.support import npu_emulation as emu
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.codegen.kernel import MixOrderKernelMixin as MixOrderKernel  # noqa: E402
-from inductor_ext.testing import cpu_interpret  # noqa: E402
+from inductor_ext.interpreter import cpu_interpret  # noqa: E402
 
 OPS = ("rms", "ln", "ln_nobias")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

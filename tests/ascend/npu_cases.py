@@ -8,8 +8,8 @@ import contextlib
 import torch
 
 import inductor_ext
-from inductor_ext.testing import npu_emulation as emu
-from inductor_ext.testing import reference
+from tests.support import npu_emulation as emu
+from tests.support import reference
 
 
 @contextlib.contextmanager
@@ -37,7 +37,7 @@ def recorded_kernels():
     with the source we return). Use inside `session()`."""
     from torch_npu._inductor.codegen import triton as npu_triton
 
-    from inductor_ext.backends.npu_kernel import NpuMixOrderKernelMixin
+    from inductor_ext.targets.ascend.kernel import NpuMixOrderKernelMixin
 
     seen: list[tuple[type, object, str]] = []
     originals = {cls: cls.codegen_kernel for cls in (

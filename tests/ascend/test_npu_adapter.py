@@ -1,5 +1,5 @@
-"""The plugin through torch_npu's real Inductor backend (inductor_ext.backends.npu*), under
-the CPU emulation of inductor_ext.testing.npu_emulation (an emulation: kernels run in
+"""The plugin through torch_npu's real Inductor backend (inductor_ext.targets.ascend.npu*), under
+the CPU emulation of tests.support.npu_emulation (an emulation: kernels run in
 triton-ascend 3.2.0's interpreter; no NPU, no CANN, no UB at run time).
 
 Runs inside the venv of tests/ascend/setup_npu_venv.sh; elsewhere every test skips with the
@@ -20,8 +20,8 @@ import torch
 from npu_cases import boom, check_grads, fused_kernels, plugin_on
 
 import inductor_ext
-from inductor_ext.testing import npu_emulation as emu
-from inductor_ext.testing import reference
+from tests.support import npu_emulation as emu
+from tests.support import reference
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not emu.can_emulate(),
 def test_fused_kernel_on_torch_npu_classes(kernels):
     from torch_npu._inductor.codegen.triton import NPUIndexTritonKernel
 
-    from inductor_ext.backends.npu_kernel import NpuMixOrderKernelMixin
+    from inductor_ext.targets.ascend.kernel import NpuMixOrderKernelMixin
 
     with plugin_on():
         check_grads("rms", 64, 128)
@@ -61,7 +61,7 @@ def test_fused_kernel_on_torch_npu_classes(kernels):
 def test_index_analysis_sees_the_column_bodies(npu):
     """The rows-first column bodies are in the kernel's node_schedule, and torch_npu's
     decide_codegen_dims_in_kernel transformed their indexing (indexing_map is set by it)."""
-    from inductor_ext.backends import npu_kernel
+    from inductor_ext.targets.ascend import kernel as npu_kernel
 
     made = []
     original = npu_kernel.NpuKernelAdapter.make_kernel
@@ -108,7 +108,7 @@ def test_norm_backward_numerics(kernels, op, N, M, dtype):
 
 
 def test_ub_budget_and_configs_follow_the_calibrated_estimate(kernels):
-    from inductor_ext.backends import npu_ub
+    from inductor_ext.targets.ascend import ub as npu_ub
 
     with plugin_on():
         check_grads("rms", 64, 768)
@@ -168,7 +168,7 @@ def test_float64_declined_with_reason(kernels):
 @pytest.mark.parametrize("stage", ["add_partial", "after_define_kernel", "make_kernel"])
 def test_codegen_failure_falls_back_to_torch_npu_kernels(kernels, monkeypatch, stage):
     from inductor_ext import diagnostics
-    from inductor_ext.backends import npu_kernel
+    from inductor_ext.targets.ascend import kernel as npu_kernel
 
     if stage == "add_partial":
         monkeypatch.setattr(npu_kernel.NpuMixOrderKernelMixin, "add_partial", boom)

@@ -1,5 +1,5 @@
 """The plugin on torch_npu's other configurations, each in its own emulation session
-(inductor_ext.testing.npu_emulation; an emulation: no NPU, kernels in triton-ascend
+(tests.support.npu_emulation; an emulation: no NPU, kernels in triton-ascend
 3.2.0's interpreter): NPU_DEVICE_LIMIT, Ascend950, and the triton_experimental backend,
 which is declined. Runs in the venv of tests/ascend/setup_npu_venv.sh, skips elsewhere.
 
@@ -15,8 +15,8 @@ import torch
 from npu_cases import boom, check_grads, fused_kernels, plugin_on, recorded_kernels, session
 
 import inductor_ext
-from inductor_ext.testing import npu_emulation as emu
-from inductor_ext.testing import reference
+from tests.support import npu_emulation as emu
+from tests.support import reference
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))
@@ -139,7 +139,7 @@ def _without_ids(wrappers: list[str]) -> list[str]:
 
 
 def test_unsupported_backend_details_name_the_backend(monkeypatch):
-    from inductor_ext.backends import npu
+    from inductor_ext.targets.ascend import npu
 
     def scheduling_in(module: str) -> type:
         return type("SomeScheduling", (), {"__module__": module})

@@ -1,4 +1,4 @@
-"""torch_npu 2.13's own Inductor backend on CPU through inductor_ext.testing.npu_emulation.
+"""torch_npu 2.13's own Inductor backend on CPU through tests.support.npu_emulation.
 
 Runs inside the venv of tests/ascend/setup_npu_venv.sh (triton-ascend 3.2.0 interpreter,
 unpacked torch_npu wheel); elsewhere every test skips with the reason. The plugin is off:
@@ -16,8 +16,8 @@ import pytest
 import torch
 from npu_cases import recorded_kernels
 
-from inductor_ext.testing import npu_emulation as emu
-from inductor_ext.testing import reference
+from tests.support import npu_emulation as emu
+from tests.support import reference
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))

@@ -13,8 +13,8 @@ import torch
 from npu_cases import fused_kernels, norm_case, plugin_on
 from test_npu_qk_norms import per_head_case
 
-from inductor_ext.testing import npu_emulation as emu
-from inductor_ext.testing import reference
+from tests.support import npu_emulation as emu
+from tests.support import reference
 from tests.support.golden import compare_or_record, recording
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),

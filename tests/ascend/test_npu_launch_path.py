@@ -4,7 +4,7 @@ run in triton-ascend 3.2.0's interpreter on CPU; the clock is virtual).
 On a device, torch_npu's NPUCachingAutotuner compiles every config, launches each on the
 call's own arguments (a prerun, then its benchmark), cloning only the arguments listed in
 ``inductor_meta["mutated_arg_names"]``, picks the fastest and launches it. The emulation
-runs that code (inductor_ext.testing.npu_emulation: the stand-in compiler lowers each config
+runs that code (tests.support.npu_emulation: the stand-in compiler lowers each config
 with triton-ascend's front end, the virtual device's clock times it), so a kernel whose
 result depends on what ran before it gives wrong gradients here as it would on the NPU.
 
@@ -20,7 +20,7 @@ import triton.language as tl
 from npu_cases import check_grads, fused_kernels, plugin_on
 
 import inductor_ext
-from inductor_ext.testing import npu_emulation as emu
+from tests.support import npu_emulation as emu
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))
@@ -140,7 +140,7 @@ def test_fused_kernel_that_fails_to_compile_falls_back(kernels, monkeypatch, ext
     import logging
 
     from inductor_ext import diagnostics
-    from inductor_ext.testing import reference
+    from tests.support import reference
 
     def reject(self, src, target=None, options=None):
         raise RuntimeError("ub overflow, requires 3145728 bits while 1572864 bits "

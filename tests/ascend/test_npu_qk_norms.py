@@ -26,8 +26,8 @@ import torch
 from npu_cases import fused_kernels, plugin_on
 
 import inductor_ext
-from inductor_ext.testing import models, reference
-from inductor_ext.testing import npu_emulation as emu
+from tests.support import models, reference
+from tests.support import npu_emulation as emu
 
 pytestmark = pytest.mark.skipif(not emu.can_emulate(),
                                 reason=str(emu.emulation_unavailable_reason()))
@@ -83,7 +83,7 @@ def per_head_case(variant: str, dtype: torch.dtype, shape: tuple[int, ...] = (B,
 def _check_fused_on_torch_npu(seen, count: int):
     from torch_npu._inductor.codegen.triton import NPUIndexTritonKernel
 
-    from inductor_ext.backends.npu_kernel import NpuMixOrderKernelMixin
+    from inductor_ext.targets.ascend.kernel import NpuMixOrderKernelMixin
 
     assert inductor_ext.metrics.mix_order_kernels == count
     assert "internal_error" not in inductor_ext.metrics.rejected_pairs, \
@@ -139,7 +139,7 @@ def test_per_head_kernel_lowers_and_fits_the_ub(kernels):
     make_ttir and ttir_to_linalg, and bishengir-compile plans its UB within the 910B3's
     (check_npu.py's "planned"). Our calibrated estimate is not asserted: it was fitted to
     one-row-axis kernels, and this one (RoPE recomputed inside, 5-D tiles) plans up to
-    2.3x above it (npu_ub_calibration.json has no such kernel yet)."""
+    2.3x above it (ub_calibration.json has no such kernel yet)."""
     import ub_plan
     from lower_kernels import lower_function
 

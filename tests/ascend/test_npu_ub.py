@@ -1,5 +1,5 @@
-"""The UB model of kernels on torch_npu's class (inductor_ext.backends.npu_ub) against the
-calibration table measured with bishengir-compile (npu_ub_calibration.json, written by
+"""The UB model of kernels on torch_npu's class (inductor_ext.targets.ascend.ub) against the
+calibration table measured with bishengir-compile (ub_calibration.json, written by
 tests/ascend/check_npu.py --calibration). Pure Python: runs in any venv."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 import torch
 
-from inductor_ext.backends import npu_ub
 from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo
-from inductor_ext.plan import ascend as ascend_plan
+from inductor_ext.targets.ascend import plan as ascend_plan
+from inductor_ext.targets.ascend import ub as npu_ub
 
 UB = {"910B3": 192 * 1024, "950": 256 * 1024}
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends import npu_ub
-from .device import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES, DeviceInfo
-from .options import PlanOptions
-from .tuning import AscendTuning
-from .types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+from ...plan.device import DeviceInfo
+from ...plan.options import PlanOptions
+from ...plan.tuning import AscendTuning
+from ...plan.types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+from . import ub as npu_ub
+from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES
 
 
 def vector_cores(device: DeviceInfo, options: PlanOptions) -> int:
@@ -97,7 +98,7 @@ def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
 
 
 # ----------------------------------------------------------------------------------------
-# Kernels built on torch_npu's NPUIndexTritonKernel (inductor_ext.backends.npu_kernel)
+# Kernels built on torch_npu's NPUIndexTritonKernel (inductor_ext.targets.ascend.kernel)
 # ----------------------------------------------------------------------------------------
 
 

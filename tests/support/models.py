@@ -85,7 +85,7 @@ def build(name: str, size: Size = TINY, checkpointed: bool = False, seed: int = 
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; one of {', '.join(MODELS)}")
     if tanh is None:
-        from .interpret import interpreter_active
+        from inductor_ext.interpreter import interpreter_active
 
         tanh = not interpreter_active()
     torch.manual_seed(seed)

@@ -11,9 +11,12 @@ from typing import Any
 
 import torch
 
-from .. import compat
-from ..compat import FusedSchedulerNode, Scheduler
-from ..diagnostics import decline, warn_once
+from . import compat
+from .codegen import schedulings
+from .codegen.kernel import codegen_mix_order
+from .compat import FusedSchedulerNode, Scheduler
+from .diagnostics import decline, warn_once
+from .ir.node import MixOrderNode
 
 
 def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
@@ -26,8 +29,6 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
     original = backend.codegen_node
 
     def codegen_node(node: Any) -> Any:
-        from ..scheduler.node import MixOrderNode
-
         if isinstance(node, MixOrderNode):
             return _codegen_or_fallback(sched, triton_sched, original, node)
         return original(node)
@@ -36,12 +37,10 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
     backend._inductor_ext_wrapped = True
 
 
-def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, node: Any) -> None:
-    from ..backends import npu_kernel
-    from .kernel import INDUCTOR_ADAPTER, codegen_mix_order
-
+def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any,
+                         node: MixOrderNode) -> None:
     try:
-        adapter = npu_kernel.adapter_for(triton_sched) or INDUCTOR_ADAPTER
+        adapter = schedulings.adapter_for(triton_sched)
         codegen_mix_order(triton_sched, node, adapter)
         return
     except Exception as exc:
@@ -50,10 +49,9 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any, nod
         attribution = getattr(node, "attribution", None)
         decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}",
                 **(attribution.reject_fields() if attribution is not None else {}))
-        coverage = getattr(sched, "_inductor_ext_coverage", None)
-        if coverage is not None:
+        if node.coverage is not None:
             norms, _, other_columns = node.column_counts()
-            coverage.demote(norms, other_columns, "internal_error")
+            node.coverage.demote(norms, other_columns, "internal_error")
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)

@@ -109,7 +109,7 @@ def _extern_calls_with_numpy(original: Any) -> Any:
 
         fn = _libdevice_function(symbol)
         if fn is None:
-            raise NotImplementedError(f"inductor_ext.testing.cpu_interpret: no interpreter "
+            raise NotImplementedError(f"inductor_ext.interpreter.cpu_interpret: no interpreter "
                                       f"stand-in for the extern function {symbol!r}")
         scalar = getattr(ret_type, "scalar", ret_type)
         with np.errstate(all="ignore"):
@@ -199,7 +199,7 @@ def interpreter_active() -> bool:
 
 
 INTERPRETER_HINT = (
-    "inductor_ext.testing.cpu_interpret() needs Triton's interpreter, which Triton only "
+    "inductor_ext.interpreter.cpu_interpret() needs Triton's interpreter, which Triton only "
     "enables when TRITON_INTERPRET=1 is set before it is first imported (importing torch."
     "_inductor or inductor_ext imports it). Run `TRITON_INTERPRET=1 python ...`, or set "
     "os.environ['TRITON_INTERPRET'] = '1' before importing torch._inductor / inductor_ext."

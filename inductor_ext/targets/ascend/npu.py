@@ -4,7 +4,7 @@ Ascend950) as torch_npu reports it.
 
 torch_npu is never imported here: it needs CANN, and importing it installs its backend. Its
 modules are read from ``sys.modules`` once the user (or the emulation in
-``inductor_ext.testing.npu_emulation``) has loaded them.
+``tests.support.npu_emulation``) has loaded them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .. import compat
+from ... import compat
 
 #: torch_npu backends (TORCHINDUCTOR_NPU_BACKEND) whose kernels the plugin generates.
 SUPPORTED_BACKENDS = ("default",)

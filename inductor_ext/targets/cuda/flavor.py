@@ -1,11 +1,11 @@
 """CUDA flavor (the default): the row loop over strided (or contiguous) row blocks, and
 Hopper's L2 bulk prefetch and programmatic dependent launch as Triton statements. The
-launch plan comes from `inductor_ext.plan.cuda`."""
+launch plan comes from `inductor_ext.targets.cuda.plan`."""
 
 from __future__ import annotations
 
-from ..plan import LaunchPlan
-from .flavor import TargetFlavor, register
+from ...codegen.flavor import TargetFlavor
+from ...plan import LaunchPlan
 
 #: One thread of the program prefetches [$1, $1 + $2) into L2, start and size rounded
 #: down to the 16 bytes the instruction needs (so the range never passes the block).
@@ -68,4 +68,3 @@ class CudaFlavor(TargetFlavor):
         return "for xoffset in tl.range(row_start, row_end, row_step):"
 
 
-register(CudaFlavor())

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from ..runtime.autotune import PLAN_KEY
+from inductor_ext.runtime.autotune import PLAN_KEY
 
 #: SoC names the caller may pass, with torch_npu's SoC version ids. 222 is what torch_npu
 #: reads on a 910B3; torch_npu itself only compares ids against 220 / 250 / 260.
@@ -367,7 +367,7 @@ class _EmulatedLibdevice:
     from tl primitives (`_interpreter_libdevice_extras`)."""
 
     def __init__(self, original: Any) -> None:
-        from .interpret import _InterpreterLibdevice
+        from inductor_ext.interpreter import _InterpreterLibdevice
 
         self._inner = _InterpreterLibdevice(original)
 
@@ -377,7 +377,7 @@ class _EmulatedLibdevice:
 
 
 def _interpreter_libdevice_extras() -> dict[str, Any]:
-    from . import npu_libdevice
+    from tests.support import npu_libdevice
 
     return npu_libdevice.FUNCTIONS
 

@@ -8,7 +8,7 @@ doubled by multibuffer, and fp32 temporaries) and `vector` bytes of [1, columns]
 partial accumulators, or the workspace tile read back when columns are tiled, and the
 weights). bishengir's plan depends on more than that (how many fp32 temporaries the row
 math keeps, which buffers it multi-buffers, retries with less when a plan does not fit), so
-``npu_ub_calibration.json`` records, per kernel family (SoC, persistent or column-tiled,
+``ub_calibration.json`` records, per kernel family (SoC, persistent or column-tiled,
 partials, bytes per element of the [M, N] tensors, multibuffer), bishengir's planned
 high-water at every config tests/ascend/check_npu.py compiled, and the smallest
 coefficients (a, b) with a * tile + b * vector + rows >= planned * (1 + MARGIN) at all of
@@ -32,7 +32,7 @@ FP32_TEMPS = 3
 #: Headroom of the calibrated estimate over the largest plan it was fitted to.
 MARGIN = 0.03
 _ALIGN_BYTES = 32
-CALIBRATION_FILE = pathlib.Path(__file__).with_name("npu_ub_calibration.json")
+CALIBRATION_FILE = pathlib.Path(__file__).with_name("ub_calibration.json")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .device import DeviceInfo
-from .options import PlanOptions
-from .tuning import CudaTuning
-from .types import LaunchPlan, ShapeInfo
+from ...plan.device import DeviceInfo
+from ...plan.options import PlanOptions
+from ...plan.tuning import CudaTuning
+from ...plan.types import LaunchPlan, ShapeInfo
 
 #: Bytes of one DRAM sector: the unit a load request of a strided run fetches at least.
 SECTOR_BYTES = 32

@@ -1,11 +1,11 @@
 """Ascend flavor (triton-ascend): one program per vector core, each walking row blocks
 with a stride of the program count; no num_warps / num_stages (triton-ascend ignores or
-rejects them). The launch plan comes from `inductor_ext.plan.ascend`."""
+rejects them). The launch plan comes from `inductor_ext.targets.ascend.plan`."""
 
 from __future__ import annotations
 
-from ..plan import LaunchPlan
-from .flavor import TargetFlavor, register
+from ...codegen.flavor import TargetFlavor
+from ...plan import LaunchPlan
 
 
 class AscendFlavor(TargetFlavor):
@@ -23,4 +23,3 @@ class AscendFlavor(TargetFlavor):
         return "for xoffset in tl.range(tl.program_id(0) * XBLOCK, xnumel, row_step):"
 
 
-register(AscendFlavor())

@@ -31,15 +31,16 @@ from typing import Any
 
 import sympy
 
-from .. import compat
-from ..codegen import rewrites
-from ..codegen.combine import COMBINE, TL_REDUCE
-from ..codegen.flavor import get_flavor
-from ..codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
-from ..compat import DisableReduction, EnableReduction, V
-from ..plan import LaunchPlan
-from ..runtime import autotune
-from ..scheduler import match, reorder
+from ... import compat
+from ...codegen import rewrites
+from ...codegen.flavor import get_flavor
+from ...codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
+from ...compat import DisableReduction, EnableReduction, V
+from ...ir import bodies as reorder
+from ...ir.column import size_hint
+from ...ir.combine import COMBINE, TL_REDUCE
+from ...plan import LaunchPlan
+from ...runtime import autotune
 from . import npu
 
 #: The decorator our kernels carry instead of torch_npu's (runtime/npu_autotune.py).
@@ -336,7 +337,7 @@ def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
 
 
 def _hint(expr: Any) -> int:
-    return int(expr) if isinstance(expr, (int, sympy.Integer)) else match.size_hint(expr)
+    return int(expr) if isinstance(expr, (int, sympy.Integer)) else size_hint(expr)
 
 
 def _is_static(expr: Any) -> bool:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import cost
-from .device import DeviceInfo
-from .options import PlanOptions
-from .tuning import CudaTuning
-from .types import (
+from ...plan.device import DeviceInfo
+from ...plan.options import PlanOptions
+from ...plan.tuning import CudaTuning
+from ...plan.types import (
     Config,
     FinalizeBlock,
     LaunchPlan,
@@ -21,6 +20,7 @@ from .types import (
     prev_pow2,
     workspace_bytes,
 )
+from . import cost
 
 
 def partial_bytes(shape: ShapeInfo) -> int:

@@ -7,8 +7,9 @@ from typing import Any
 import sympy
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
-from .match import ColumnReduction
-from .origin import Attribution
+from ..coverage import GraphCoverage
+from .attribution import Attribution
+from .column import ColumnReduction
 
 
 class MixOrderNode(FusedSchedulerNode):
@@ -20,7 +21,8 @@ class MixOrderNode(FusedSchedulerNode):
 
     def __init__(self, scheduler: Scheduler, inner: BaseSchedulerNode,
                  columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
-                 plan: Any, shape: Any, attribution: Attribution | None = None) -> None:
+                 plan: Any, shape: Any, attribution: Attribution | None = None,
+                 coverage: GraphCoverage | None = None) -> None:
         absorbed = [n for col in columns for n in col.absorbed]
         casts = [col.cast for col in columns if col.cast is not None]
         super().__init__(scheduler, [*inner.get_nodes(), *absorbed, *casts])
@@ -34,6 +36,8 @@ class MixOrderNode(FusedSchedulerNode):
         self.verdict = ""
         self.group = inner.group
         self.attribution = attribution
+        #: The graph's norm counts, which a codegen fallback corrects (`demote`).
+        self.coverage = coverage
 
     def column_counts(self) -> tuple[list[str], int, int]:
         """(norms, norm columns, other columns) this kernel computes; every column counts

@@ -30,7 +30,7 @@ def fused_launches(extra_key: str | None = None) -> Iterator[LaunchCount]:
     generates is launched through CachingAutotuner.run, which is wrapped for the block."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-    from ..runtime.autotune import PLAN_KEY
+    from inductor_ext.runtime.autotune import PLAN_KEY
 
     count = LaunchCount()
     original = CachingAutotuner.run

@@ -1,0 +1,14 @@
+"""CUDA (and any device whose kernels Inductor's own Triton scheduling writes: XPU, the CPU
+interpreter): Inductor's kernel class, planned for NVIDIA SMs."""
+
+import torch
+
+from ...codegen.flavor import register as register_flavor
+from ...plan import Planner, register_planner
+from . import plan
+from .flavor import CudaFlavor
+
+register_planner(Planner("cuda", plan.fits, plan.plan, plan.profitable,
+                         (torch.float32, torch.float64), plan.with_segments,
+                         device_types=("cuda",)))
+register_flavor(CudaFlavor())
