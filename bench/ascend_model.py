@@ -25,9 +25,10 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 import inductor_ext  # noqa: E402
-from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
+from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
 from inductor_ext.targets.ascend import plan as ascend_plan  # noqa: E402
 from inductor_ext.targets.ascend import ub as npu_ub  # noqa: E402
+from inductor_ext.targets.ascend.tuning import AscendTuning  # noqa: E402
 
 # The baseline's shapes (../shared/reference/baseline_h100.csv).
 SHAPES = [(32768, 4096, "bf16"), (65536, 1024, "bf16"), (16384, 8192, "bf16"),

@@ -13,7 +13,7 @@ zero-fill, the baseline CSV's method; bench/README.md says why and compares the 
 With Inductor's metric table on (`TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_bench`),
 every row also lands in metric_table_mix_order_bench.csv. `--autotune-log` records the
 time of every launch config the autotuner tried for our fused kernels; `--setting`
-changes CUDA tuning knobs (`inductor_ext.plan.CudaTuning`, through
+changes CUDA tuning knobs (`inductor_ext.targets.cuda.tuning.CudaTuning`, through
 `inductor_ext.config.tuning`, which is part of the cache key).
 """
 

@@ -5,7 +5,7 @@
 
 Least squares of time = overhead + bytes / (bandwidth x efficiency) over the rows of each
 regime (fused persistent rows; Inductor unfused; upstream's mix-order where its gates take
-the shape), printed beside the constants in `inductor_ext.plan.CudaTuning`; then the
+the shape), printed beside the constants in `inductor_ext.targets.cuda.tuning.CudaTuning`; then the
 model's decision with the committed constants for every row, against what was measured
 (speedup of fusing over the better of stock and upstream off). No GPU needed.
 """
@@ -23,15 +23,15 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from inductor_ext.plan import (  # noqa: E402
-    CudaTuning,
     DeviceInfo,
     LaunchPlan,
     PlanOptions,
     ShapeInfo,
-    cost,  # noqa: E402
     split_rows_reason,
 )
+from inductor_ext.targets.cuda import cost  # noqa: E402
 from inductor_ext.targets.cuda import plan as cuda_plan  # noqa: E402
+from inductor_ext.targets.cuda.tuning import CudaTuning  # noqa: E402
 
 #: The H100 the sweep ran on (torch 2.11: 132 SMs, 50 MB L2, 64K registers and 256 KB
 #: L1 per SM, HBM3 at 2619 MHz x 5120 bits).

@@ -1,33 +1,50 @@
-"""Every difference between the Inductor versions we support (torch 2.11 - 2.15) lives here.
+"""Where the Inductor versions we support (torch 2.11 - 2.15) and torch_npu's differ, and the
+Inductor names the package uses.
 
 The rest of the package imports Inductor internals through this module only, so a new
-torch release means reading one file.
+torch release means reading one file. It holds seams, not features: what is built on them
+lives with its user (ir/unsplit.py records split reductions through
+`after_split_reduction`, cache_hits.py logs FX-cache hits through `after_fx_cache_hit`).
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
-import dataclasses
-import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 import sympy
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import ir
+from torch._inductor import metrics as inductor_metrics
+from torch._inductor.codecache import PyCodeCache
 from torch._inductor.codegen import triton as triton_codegen
 from torch._inductor.codegen.common import ArgName
-from torch._inductor.codegen.simd import DisableReduction, EnableReduction
+from torch._inductor.codegen.simd import (
+    DisableReduction,
+    EnableReduction,
+    IterationRangesEntry,
+    IterationRangesRoot,
+)
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.custom_graph_pass import get_hash_for_files
 from torch._inductor.dependencies import index_vars_no_squeeze
 from torch._inductor.loop_body import LoopBody
 from torch._inductor.ops_handler import WrapperHandler
 from torch._inductor.optimize_indexing import indexing_dtype_strength_reduction
-from torch._inductor.runtime.hints import DeviceProperties
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.hints import DeviceProperties, HeuristicType
+from torch._inductor.runtime.triton_heuristics import (
+    CachingAutotuner,
+    DebugAutotuner,
+    FixedGrid,
+    cached_autotune,
+    config_from_dict,
+)
 from torch._inductor.scheduler import (
     BaseSchedulerNode,
     FusedSchedulerNode,
@@ -35,11 +52,12 @@ from torch._inductor.scheduler import (
     SchedulerNode,
 )
 from torch._inductor.sizevars import SimplifyIndexing
-from torch._inductor.utils import Placeholder, _type_of, triton_type
+from torch._inductor.utils import IndentedBuffer, Placeholder, _type_of, triton_type
 from torch._inductor.virtualized import V
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-from .logs import log
+if TYPE_CHECKING:
+    from torch._inductor.sizevars import SizeVarAllocator
 
 try:  # torch >= 2.12 keys the FX graph cache on a scheduler pass's uuid()
     from torch._inductor.custom_graph_pass import CustomSchedulerPass
@@ -82,8 +100,14 @@ try:  # torch >= 2.12
     from torch._inductor.optimize_indexing import convert_index_expr_to_value_expr
 except ImportError:  # torch 2.11 has no such rewrite
 
-    def convert_index_expr_to_value_expr(loop_body: Any) -> None:
+    def convert_index_expr_to_value_expr(loop_body: LoopBody) -> None:
         return None
+
+triton_compat: ModuleType | None
+try:  # where Inductor's kernels take libdevice from (besides triton_helpers), if any
+    from torch._inductor.runtime import triton_compat
+except ImportError:  # pragma: no cover
+    triton_compat = None
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 SUPPORTED_TORCH = ((2, 11), (2, 15))
@@ -95,16 +119,24 @@ FixedTritonConfig = triton_codegen.FixedTritonConfig
 __all__ = [
     "ArgName",
     "BaseSchedulerNode",
+    "CachingAutotuner",
     "CustomSchedulerPass",
+    "DebugAutotuner",
     "DeviceProperties",
     "DisableReduction",
     "EnableReduction",
+    "FixedGrid",
     "FixedTritonConfig",
     "FloorDiv",
     "FusedSchedulerNode",
+    "HeuristicType",
+    "IndentedBuffer",
+    "IterationRangesEntry",
+    "IterationRangesRoot",
     "LoopBody",
     "ModularIndexing",
     "Placeholder",
+    "PyCodeCache",
     "SIMDKernelFeatures",
     "Scheduler",
     "SchedulerNode",
@@ -112,9 +144,15 @@ __all__ = [
     "TritonScheduling",
     "V",
     "WrapperHandler",
+    "cached_autotune",
+    "config_from_dict",
     "get_hash_for_files",
     "index_vars_no_squeeze",
+    "inductor_config",
+    "inductor_metrics",
     "ir",
+    "triton_compat",
+    "triton_helpers",
     "triton_type",
 ]
 
@@ -135,124 +173,39 @@ def upstream_mix_order_gates() -> str:
     return "relaxed" if TORCH_VERSION >= (2, 15) else "strict"
 
 
-# --------------------------------------------------------------------------------------
-# Unsplit record for split reductions.
-#
-# Inductor lowers a long column reduction (sum over M of [M, N]) as two reductions: partial
-# sums over chunks of rows, then a sum of the partials. Our fused kernel wants the original
-# single reduction, so while the plugin is enabled we remember, per intermediate buffer, the
-# reduction it was split from. Recording is passive: it never changes what Inductor emits.
-# --------------------------------------------------------------------------------------
+# mypy types a classmethod read off its class as a plain callable, without `__func__`.
+_original_create_multilayer = ir.Reduction.create_multilayer.__func__  # type: ignore[attr-defined]
 
 
-@dataclasses.dataclass(frozen=True)
-class UnsplitReduction:
-    """The reduction a split intermediate buffer was made from."""
+def after_split_reduction(after: Callable[..., None]) -> None:
+    """Have Reduction.create_multilayer (Inductor's split of a long reduction into partial
+    sums and their sum) call `after(out, device=, dst_dtype=, src_dtype=, inner_fn=,
+    ranges=, reduction_ranges=, reduction_type=, reduction_hint=)` once it returns. A later
+    call replaces the earlier `after` (the original is wrapped, never a wrapper)."""
 
-    device: torch.device
-    dst_dtype: torch.dtype
-    src_dtype: torch.dtype
-    inner_fn: Callable[..., Any]
-    ranges: tuple[Any, ...]
-    reduction_ranges: tuple[Any, ...]
-    reduction_type: str
-    reduction_hint: Any
+    def create_multilayer(cls: type, device: torch.device, dst_dtype: torch.dtype,
+                          src_dtype: torch.dtype, inner_fn: Callable[..., Any],
+                          ranges: Sequence[Any], reduction_ranges: Sequence[Any],
+                          reduction_type: str, split: Any, reduction_hint: Any,
+                          input_node: Any = None, **kwargs: Any) -> Any:
+        # torch 2.14 added a keyword-only `strict_sum`, renamed `strict_reduction` in 2.15
+        # (config.numerics="strict": eager's reduction order). Pass any such keyword on.
+        out = _original_create_multilayer(
+            cls, device, dst_dtype, src_dtype, inner_fn, ranges, reduction_ranges,
+            reduction_type, split, reduction_hint, input_node, **kwargs)
+        after(out, device=device, dst_dtype=dst_dtype, src_dtype=src_dtype,
+              inner_fn=inner_fn, ranges=ranges, reduction_ranges=reduction_ranges,
+              reduction_type=reduction_type, reduction_hint=reduction_hint)
+        return out
 
-
-def unsplit_records() -> dict[str, UnsplitReduction]:
-    """Records of the graph being lowered, keyed by intermediate buffer name."""
-    graph = V.graph
-    records = getattr(graph, "_inductor_ext_unsplit", None)
-    if records is None:
-        records = {}
-        graph._inductor_ext_unsplit = records
-    return records
-
-
-_original_create_multilayer = ir.Reduction.create_multilayer.__func__
+    # Patches Inductor's classmethod, which mypy will not have reassigned.
+    ir.Reduction.create_multilayer = classmethod(create_multilayer)  # type: ignore[method-assign, assignment]
 
 
-def _recording_create_multilayer(
-    cls: type,
-    device: torch.device,
-    dst_dtype: torch.dtype,
-    src_dtype: torch.dtype,
-    inner_fn: Callable[..., Any],
-    ranges: Sequence[Any],
-    reduction_ranges: Sequence[Any],
-    reduction_type: str,
-    split: Any,
-    reduction_hint: Any,
-    input_node: Any = None,
-    **kwargs: Any,
-) -> Any:
-    # torch 2.14 added a keyword-only `strict_sum`, renamed `strict_reduction` in 2.15
-    # (config.numerics="strict": eager's reduction order). Pass any such keyword on as is.
-    out = _original_create_multilayer(
-        cls,
-        device,
-        dst_dtype,
-        src_dtype,
-        inner_fn,
-        ranges,
-        reduction_ranges,
-        reduction_type,
-        split,
-        reduction_hint,
-        input_node,
-        **kwargs,
-    )
-    try:
-        if _recording[0]():
-            _record_split(out, device, dst_dtype, src_dtype, inner_fn, ranges,
-                          reduction_ranges, reduction_type, reduction_hint)
-    except Exception:  # recording is best effort; never break lowering
-        log.debug("inductor_ext: could not record split reduction", exc_info=True)
-    return out
-
-
-def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
-                  src_dtype: torch.dtype, inner_fn: Callable[..., Any],
-                  ranges: Sequence[Any], reduction_ranges: Sequence[Any],
-                  reduction_type: str, reduction_hint: Any) -> None:
-    if not isinstance(out, ir.TensorBox):
-        return
-    reads = list(out.get_read_names())
-    if len(reads) != 1:
-        return
-    inter = V.graph.name_to_buffer.get(reads[0])
-    if not isinstance(inter, ir.ComputedBuffer) or not isinstance(inter.data, ir.Reduction):
-        return
-    unsplit_records()[inter.get_name()] = UnsplitReduction(
-        device=device,
-        dst_dtype=dst_dtype,
-        src_dtype=src_dtype,
-        inner_fn=inner_fn,
-        ranges=tuple(ranges),
-        reduction_ranges=tuple(reduction_ranges),
-        reduction_type=reduction_type,
-        reduction_hint=reduction_hint,
-    )
-
-
-#: Whether split reductions are recorded now (the plugin's `is_enabled`, once installed).
-_recording: list[Callable[[], bool]] = [lambda: False]
-
-
-@functools.cache
-def install_lowering_hooks(record_when: Callable[[], bool]) -> None:
-    """Idempotently route Reduction.create_multilayer through the recorder, which records
-    while `record_when()` holds (the plugin passes its `is_enabled`; taking it as an
-    argument keeps compat from importing the plugin)."""
-    _recording[0] = record_when
-    ir.Reduction.create_multilayer = classmethod(_recording_create_multilayer)
-
-
-@functools.cache
-def install_cache_hit_hook(on_hit: Callable[[Any], None]) -> bool:
+def after_fx_cache_hit(on_hit: Callable[[Any], None]) -> bool:
     """Call `on_hit(counter_deltas)` after the FX graph cache replays a cached graph's
-    counter changes (FxGraphCache.cache_hit_post_compile, torch 2.11-2.14). False where
-    that seam does not exist: a hit then replays our counters without a log line."""
+    counter changes (FxGraphCache.cache_hit_post_compile, torch 2.11-2.15). False where
+    that seam does not exist. Wraps whatever is there: call it once."""
     from torch._inductor.codecache import FxGraphCache
 
     original = FxGraphCache.__dict__.get("cache_hit_post_compile")
@@ -262,27 +215,19 @@ def install_cache_hit_hook(on_hit: Callable[[Any], None]) -> bool:
 
     def cache_hit_post_compile(graph: Any, *args: Any, **kwargs: Any) -> Any:
         out = replay(graph, *args, **kwargs)
-        try:
-            on_hit(getattr(graph, "counter_deltas", None))
-        except Exception:  # a log line must never break loading a cached graph
-            log.debug("inductor_ext: cache-hit log failed", exc_info=True)
+        on_hit(getattr(graph, "counter_deltas", None))
         return out
 
-    FxGraphCache.cache_hit_post_compile = staticmethod(cache_hit_post_compile)
+    # Patches Inductor's staticmethod, which mypy will not have reassigned.
+    FxGraphCache.cache_hit_post_compile = staticmethod(  # type: ignore[method-assign]
+        cache_hit_post_compile)
     return True
 
 
-def split_record_of(snode: Any) -> UnsplitReduction | None:
-    """The record of the reduction `snode` is the first stage of (keyed by its buffer;
-    an operation name is tried too), or None when it is no split's first stage."""
-    records = unsplit_records()
-    buffer = getattr(snode, "node", None)
-    return records.get(snode.get_name()) or (
-        records.get(buffer.get_name()) if buffer is not None else None)
-
-
-def computed_buffer_for(record: UnsplitReduction, name: str) -> ir.ComputedBuffer:
-    """A throw-away ComputedBuffer of the unsplit reduction, used only for its LoopBody."""
+def computed_buffer_for(record: Any, name: str) -> ir.ComputedBuffer:
+    """A throw-away ComputedBuffer of the reduction `record` describes (an
+    ir.unsplit.UnsplitReduction: a split reduction before the split), used only for its
+    LoopBody."""
     data = ir.Reduction(
         device=record.device,
         dtype=record.dst_dtype,
@@ -297,7 +242,8 @@ def computed_buffer_for(record: UnsplitReduction, name: str) -> ir.ComputedBuffe
     return ir.ComputedBuffer(name=name, layout=layout, data=data)
 
 
-def default_sizes_body(buf: ir.ComputedBuffer) -> tuple[tuple[list[Any], list[Any]], Any]:
+def default_sizes_body(buf: ir.ComputedBuffer
+                       ) -> tuple[tuple[list[sympy.Expr], list[sympy.Expr]], LoopBody]:
     """((iteration sizes, reduction sizes), LoopBody) of a reduction buffer."""
     sizes, body, _ = buf.get_default_sizes_body()
     return sizes, body
@@ -342,7 +288,7 @@ def kernel_local_users(node_names: frozenset[str]) -> Iterator[None]:
         del scheduler.can_buffer_be_removed_through_fusion
 
 
-def sizevars() -> Any:
+def sizevars() -> SizeVarAllocator:
     """The graph's SizeVarAllocator while lowering; a fresh one outside a graph (index
     algebra on static sizes needs no shape environment)."""
     from torch._inductor.sizevars import SizeVarAllocator
@@ -351,7 +297,7 @@ def sizevars() -> Any:
     return getattr(graph, "sizevars", None) or SizeVarAllocator()
 
 
-def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,
+def memory_indices(body: LoopBody, args: Sequence[Sequence[Any]], buffer: str,
                    kind: str) -> list[Any]:
     """The index expressions at which a LoopBody accesses `buffer` (`kind`: "load",
     "store" or "store_reduction"), its loop variables replaced by `args` (one list per
@@ -365,7 +311,28 @@ def memory_indices(body: Any, args: Sequence[Sequence[Any]], buffer: str,
             if entry.buffer_name == buffer]
 
 
-def loop_body_of(snode: SchedulerNode) -> tuple[tuple[list[Any], list[Any]], Any]:
+def computed_buffer_of(snode: BaseSchedulerNode) -> ir.ComputedBuffer:
+    """The buffer a (non-template) scheduler node computes: Inductor types `node` as an
+    `Operation | None`, though every node we fuse or absorb computes a buffer."""
+    return cast(ir.ComputedBuffer, snode.node)
+
+
+def device_of(snode: BaseSchedulerNode) -> torch.device:
+    """The device of a scheduler node that computes something (Inductor's get_device()
+    is None only for nodes without a buffer)."""
+    device = snode.get_device()
+    assert device is not None, f"{snode.get_name()} has no device"
+    return device
+
+
+def scheduler_nodes_of(node: BaseSchedulerNode) -> Sequence[SchedulerNode]:
+    """`node.get_nodes()` of a node made of SchedulerNodes only (the row reductions
+    matching admits: match.row_reduction_nodes checks)."""
+    return cast("Sequence[SchedulerNode]", node.get_nodes())
+
+
+def loop_body_of(snode: SchedulerNode
+                 ) -> tuple[tuple[list[sympy.Expr], list[sympy.Expr]], LoopBody]:
     """((iteration sizes, reduction sizes), LoopBody) a scheduler node is generated from."""
     sizes = snode.get_ranges()
     return (list(sizes[0]), list(sizes[1])), snode._body
@@ -389,7 +356,7 @@ def reduction_hint_name(snode: SchedulerNode) -> str:
     hint = getattr(getattr(getattr(snode, "node", None), "data", None), "reduction_hint", None)
     name = getattr(hint, "name", "")
     group = getattr(snode, "group", None)
-    vendor_grouped = bool(group) and len(group) == 2 and any(
+    vendor_grouped = group is not None and bool(group) and len(group) == 2 and any(
         callable(getattr(v, "numels", None)) for v in group[1])
     if name != "DEFAULT" or not vendor_grouped:
         return name
@@ -426,18 +393,19 @@ def scheduler_of(nodes: Sequence[BaseSchedulerNode]) -> Scheduler | None:
     return None
 
 
-def prepare_body_for_codegen(body: Any) -> None:
+def prepare_body_for_codegen(body: LoopBody) -> None:
     """The index rewrites Inductor applies to a LoopBody right before Triton codegen."""
     indexing_dtype_strength_reduction(body)
     convert_index_expr_to_value_expr(body)
 
 
-def ranges_of(index_vars: Sequence[Sequence[Any]], sizes: Sequence[Sequence[Any]]
-              ) -> dict[Any, Any]:
+def ranges_of(index_vars: Sequence[Sequence[sympy.Symbol]], sizes: Sequence[Sequence[sympy.Expr]]
+              ) -> dict[sympy.Symbol, sympy.Expr]:
     return {v: s for vs, ss in zip(index_vars, sizes) for v, s in zip(vs, ss)}
 
 
-def simplify_indexing(handler: Any, var_ranges: dict[Any, Any]) -> Any:
+def simplify_indexing(handler: Any, var_ranges: dict[sympy.Symbol, sympy.Expr]
+                      ) -> SimplifyIndexing:
     return SimplifyIndexing(handler, var_ranges)
 
 
@@ -476,8 +444,9 @@ def simd_numels(group: Any) -> tuple[Any, Any] | None:
         return None
     out = []
     for value in group[1]:
-        if isinstance(value, tuple) and callable(getattr(value, "numels", None)):
-            value = value.numels()
+        numels = getattr(value, "numels", None)
+        if isinstance(value, tuple) and callable(numels):
+            value = numels()
         if not isinstance(value, (int, sympy.Expr)):
             return None
         out.append(value)
@@ -539,8 +508,6 @@ def compile_config(autotuner: Any, config: Any) -> Any:
 def autotuner_classes(caching: type, debug: type) -> dict[str, type]:
     """cached_autotune's keywords for our autotuner subclasses, where it takes them (2.11
     on); an older signature gets Inductor's own classes (every config is timed)."""
-    from torch._inductor.runtime.triton_heuristics import cached_autotune
-
     params = inspect.signature(cached_autotune).parameters
     if "caching_autotuner_cls" in params and "debug_autotuner_cls" in params:
         return {"caching_autotuner_cls": caching, "debug_autotuner_cls": debug}

@@ -8,7 +8,7 @@ environment variable) fails loudly with its name instead of silently falling bac
 
 
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from torch.utils._config_module import install_config_module
 
@@ -74,5 +74,8 @@ def validate() -> None:
         raise ValueError(
             f"inductor_ext.config.ascend_ub_bytes must be None or an int >= 4096, got {ub!r}")
 
+
+if TYPE_CHECKING:  # what install_config_module adds to this module (patch, get_config_copy, ...)
+    from torch.utils._config_typing import *  # noqa: F403
 
 install_config_module(sys.modules[__name__])

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import inductor_ext
+from inductor_ext.compat import inductor_config, inductor_metrics
 from inductor_ext.interpreter import cpu_interpret, interpreter_active
 
 
@@ -27,11 +28,9 @@ def _run(M: int, N: int, device: str, dtype: torch.dtype, plugin: bool) -> tuple
 
     torch._dynamo.reset()
     inductor_ext.metrics.reset()
-    from torch._inductor import metrics as inductor_metrics
-
     inductor_metrics.reset()
     opts = inductor_ext.options() if plugin else {}
-    with torch._inductor.config.patch(opts), inductor_ext.config.patch(always_fuse=True):
+    with inductor_config.patch(opts), inductor_ext.config.patch(always_fuse=True):
         y = torch.compile(rms)(x, w)
         grads = torch.autograd.grad(y, (x, w), dy)
     kernels = inductor_metrics.generated_kernel_count

@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import metrics
+from .compat import V
 from .logs import log
+from .reasons import Reason
 
 #: Keys of the warnings already printed in this process (later ones go to debug).
 warned: set[str] = set()
@@ -34,8 +36,6 @@ def graph_id() -> str:
     except Exception:
         gid = ""
     try:
-        from torch._inductor.virtualized import V
-
         graph = V.graph
         part = "backward" if graph.is_backward else "" if graph.is_inference else "forward"
     except Exception:
@@ -43,7 +43,7 @@ def graph_id() -> str:
     return f"{gid} {part}".strip()
 
 
-def decline(names: str, M: Any, N: Any, reason: str, detail: str, **fields: Any) -> None:
+def decline(names: str, M: Any, N: Any, reason: Reason, detail: str, **fields: Any) -> None:
     """Count, log and (if the table is on) record one declined candidate; `fields` are the
     reject table's columns in the user's terms (norms, kind, modules, source)."""
     metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),

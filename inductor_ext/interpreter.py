@@ -211,19 +211,14 @@ def cpu_interpret() -> Iterator[None]:
     """Context manager: compile CPU tensors to Triton and run them in the interpreter."""
     if not interpreter_active():
         raise RuntimeError(INTERPRETER_HINT)
-    import torch._inductor.config as inductor_config
     import torch.utils._triton as torch_triton
-    from torch._inductor.runtime import triton_helpers
     from triton.runtime.interpreter import InterpreterBuilder
 
-    try:
-        from torch._inductor.runtime import triton_compat
-    except ImportError:  # pragma: no cover
-        triton_compat = None
+    from .compat import inductor_config, triton_compat, triton_helpers
 
     old_env = os.environ.get("TRITON_INTERPRET")
     libdevice = _InterpreterLibdevice(triton_helpers.libdevice)
-    patches = [
+    patches: list[contextlib.AbstractContextManager[object]] = [
         mock.patch.object(torch_triton, "triton_hash_with_backend",
                           lambda: _INTERPRET_HASH),
         mock.patch.object(triton_helpers, "libdevice", libdevice),

@@ -8,6 +8,10 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 LOG_NAME = "inductor_ext"
 
@@ -18,7 +22,7 @@ def _inside_torch_log_setup(init_logs: object) -> bool:
     """True while torch._logging is still setting up logs (it imports packages named in
     TORCH_LOGS, this one included, and attaches their handler when that import returns)."""
     code = getattr(init_logs, "__code__", None)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code is code:
             return True

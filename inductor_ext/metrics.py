@@ -23,27 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from torch._dynamo.utils import counters
-from torch._inductor import metrics as inductor_metrics
 
-#: Reason codes a decline can carry (see scheduler/legality.py for their meaning).
-REASONS = (
-    "producer_consumer",
-    "unsupported_reduction_type",
-    "unsupported_dtype",
-    "not_persistent",
-    "dynamic_n",
-    "no_shared_input",
-    "no_row_reduction",
-    "partner_taken",
-    "trivial_reduction",
-    "not_profitable",
-    "split_rows",
-    "unsupported_backend",
-    "cpp_wrapper",
-    "dynamic_segments",
-    "segmented_unsupported",
-    "internal_error",
-)
+from .compat import inductor_metrics
+from .reasons import Reason, check
+
+#: The decline reason codes, in order (inductor_ext.reasons.Reason owns them and their
+#: meaning; kept for code that reads the codes as strings).
+REASONS = tuple(reason.value for reason in Reason)
 
 _PREFIX = "inductor_ext_"
 _KERNELS_KEY = "inductor_ext_mix_order_kernels"
@@ -158,14 +144,15 @@ def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
         counters["inductor"][_NORMS_DECLINED_PREFIX + reason] += count
 
 
-def record_reject(reason: str, nodes: str = "", M: Any = "", N: Any = "",
+def record_reject(reason: Reason, nodes: str = "", M: Any = "", N: Any = "",
                   detail: str = "", graph_id: Any = "", norms: str = "", kind: str = "",
                   modules: str = "", source: str = "") -> None:
-    if reason not in REASONS:
-        raise ValueError(f"unknown decline reason {reason!r}; known: {REASONS}")
-    counters["inductor"][_REJECT_PREFIX + reason] += 1
+    """Count one decline and, if the table is on, write its mix_order_reject row. Anything
+    but a `Reason` member raises `reasons.UnknownReason` (a programming error)."""
+    code = check(reason).value
+    counters["inductor"][_REJECT_PREFIX + code] += 1
     _add_row(REJECT_TABLE, lambda: {"graph_id": graph_id, "nodes": nodes, "M": M, "N": N,
-                                    "reason": reason, "detail": detail, "norms": norms,
+                                    "reason": code, "detail": detail, "norms": norms,
                                     "kind": kind, "modules": modules, "source": source})
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from torch._inductor import config as inductor_config
-
-from . import compat, logs, metrics, scheduling
+from . import cache_hits, compat, scheduling
 from . import config as ext_config
-from .compat import BaseSchedulerNode, CustomSchedulerPass
+from .compat import BaseSchedulerNode, CustomSchedulerPass, inductor_config
+from .ir import unsplit
 from .logs import log
 from .scheduler import hook
 
@@ -53,8 +52,8 @@ def is_enabled() -> bool:
 def options() -> dict[str, Any]:
     """Inductor config entries that turn the plugin on (and upstream's mix-order off)."""
     ext_config.validate()
-    compat.install_lowering_hooks(is_enabled)
-    compat.install_cache_hit_hook(_log_cache_hit)
+    unsplit.install_lowering_hooks(is_enabled)
+    cache_hits.install_cache_hit_hook()
     opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
     if compat.CACHE_KEY_CARRIER_KEY:
         held = getattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)
@@ -67,10 +66,6 @@ def options() -> dict[str, Any]:
     if compat.has_upstream_mix_order():
         opts[compat.UPSTREAM_MIX_ORDER_KEY] = False
     return opts
-
-
-def _log_cache_hit(counter_deltas: Any) -> None:
-    logs.log_cache_hit(metrics.replayed(counter_deltas))
 
 
 def enable() -> None:

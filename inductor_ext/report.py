@@ -3,7 +3,8 @@
     python -m inductor_ext.report metric_table_mix_order_fusion.csv \\
         metric_table_mix_order_reject.csv [--plot out.png]
 
-Files are recognised by their header, so any mix of our three tables can be given.
+Files are recognised by their header, so any mix of our three tables can be given. Each
+decline reason is printed with its description (``inductor_ext.reasons``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from . import coverage
+from . import coverage, reasons
 from .metrics import BENCH_TABLE, FUSION_TABLE, REJECT_TABLE, TABLE_COLUMNS
 
 
@@ -61,7 +62,7 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
     print(f"fused kernels: {len(fused)}", file=out)
     print(f"declined candidates: {len(rejected)}", file=out)
     for reason, count in sorted(collections.Counter(r["reason"] for r in rejected).items()):
-        print(f"  {reason:28s} {count}", file=out)
+        print(f"  {reason:28s} {count:4d}  {reasons.describe(reason)}", file=out)
     print(f"bytes saved (unfused - fused, size hints): {saved} ({saved / 2**20:.1f} MiB)",
           file=out)
     graphs = coverage.from_tables(fused, rejected)
@@ -155,9 +156,16 @@ def plot(tables: dict[str, list[dict[str, str]]], path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inductor_ext.report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="metric_table_mix_order_*.csv files")
+    ap.add_argument("files", nargs="*", help="metric_table_mix_order_*.csv files")
     ap.add_argument("--plot", metavar="PNG", help="write a chart (needs matplotlib)")
+    ap.add_argument("--reasons", action="store_true",
+                    help="print the table of decline reasons (README.md's) and exit")
     args = ap.parse_args(argv)
+    if args.reasons:
+        sys.stdout.write(reasons.render_table())
+        return 0
+    if not args.files:
+        ap.error("the following arguments are required: files")
     try:
         tables = read_tables(args.files)
     except ReportError as exc:

@@ -13,10 +13,11 @@ import torch
 
 from . import compat
 from .codegen import schedulings
-from .codegen.kernel import codegen_mix_order
+from .codegen.driver import codegen_mix_order
 from .compat import FusedSchedulerNode, Scheduler
 from .diagnostics import decline, warn_once
 from .ir.node import MixOrderNode
+from .reasons import Reason
 
 
 def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
@@ -33,8 +34,9 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
             return _codegen_or_fallback(sched, triton_sched, original, node)
         return original(node)
 
-    backend.codegen_node = codegen_node
-    backend._inductor_ext_wrapped = True
+    # Instance attributes of ours over the backend's method (Inductor's object, so set
+    # through its __dict__, which is what assigning them does).
+    vars(backend).update(codegen_node=codegen_node, _inductor_ext_wrapped=True)
 
 
 def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any,
@@ -47,11 +49,11 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any,
         warn_once("codegen", "inductor_ext: fused codegen failed for %s, emitting "
                    "Inductor's kernels instead: %s", node.get_name(), exc)
         attribution = getattr(node, "attribution", None)
-        decline(node.get_name(), node.M, node.N, "internal_error", f"codegen: {exc!r}",
+        decline(node.get_name(), node.M, node.N, Reason.INTERNAL_ERROR, f"codegen: {exc!r}",
                 **(attribution.reject_fields() if attribution is not None else {}))
         if node.coverage is not None:
             norms, _, other_columns = node.column_counts()
-            node.coverage.demote(norms, other_columns, "internal_error")
+            node.coverage.demote(norms, other_columns, Reason.INTERNAL_ERROR)
     # Emit the group's original kernels. Buffers whose last use was the fused node must
     # stay alive until every one of them has run, so hold the frees until the end.
     pending = set(sched.buffer_names_to_free)
@@ -61,7 +63,8 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any,
     for col in node.columns:
         # The column's nodes, then the cast the final step would have written.
         for absorbed in [*col.absorbed, *([col.cast] if col.cast is not None else [])]:
-            compat.V.graph.removed_buffers.discard(absorbed.node.get_name())
+            compat.V.graph.removed_buffers.discard(
+                compat.computed_buffer_of(absorbed).get_name())
             original(absorbed)
     sched.buffer_names_to_free.update(pending)
     triton_sched.free_buffers_in_scheduler()

@@ -13,8 +13,6 @@ import torch
 
 import inductor_ext
 from inductor_ext.plan import (
-    AscendTuning,
-    CudaTuning,
     DeviceInfo,
     FinalizeBlock,
     LaunchPlan,
@@ -23,7 +21,9 @@ from inductor_ext.plan import (
     assume_device,
 )
 from inductor_ext.plan import tuning as tuning_mod
+from inductor_ext.targets.ascend.tuning import AscendTuning
 from inductor_ext.targets.cuda import plan as cuda_plan
+from inductor_ext.targets.cuda.tuning import CudaTuning
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,10 @@ from torch._inductor.utils import run_and_get_code
 from triton import Config
 
 import inductor_ext
-from inductor_ext.plan import CudaTuning, DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
+from inductor_ext.plan import DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
 from inductor_ext.runtime import autotune
 from inductor_ext.targets.cuda import plan as cuda_plan
+from inductor_ext.targets.cuda.tuning import CudaTuning
 from tests.support.reference import assert_close, rms_backward
 
 #: An H100's limits, as Inductor's DeviceProperties carries them.

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import inductor_ext
-from inductor_ext.plan import CudaTuning, PlanOptions, ShapeInfo
+from inductor_ext.plan import PlanOptions, ShapeInfo
 from inductor_ext.targets.cuda import cost
 from inductor_ext.targets.cuda import plan as cuda_plan
+from inductor_ext.targets.cuda.tuning import CudaTuning
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -3,9 +3,10 @@ a missing calibration table is an error, never coefficients 1.0 in silence."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,12 @@ def dists(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
         pytest.skip("not a git checkout")
     for module in ("pip", "setuptools"):
         # uv-made venvs (CI's torch 2.15 one) have neither; the pip venv's run checks it.
-        # Looked up, not imported: setuptools imported after distutils asserts.
-        if importlib.util.find_spec(module) is None:
+        # Asked of the installed distributions, not the import system: setuptools' distutils
+        # shim answers find_spec("pip") by switching itself off for the whole process, and a
+        # later setuptools import (Inductor's C++ builds) then asserts.
+        try:
+            importlib.metadata.distribution(module)
+        except importlib.metadata.PackageNotFoundError:
             pytest.skip(f"{module} is not installed in this venv")
     root = tmp_path_factory.mktemp("packaging")
     src, out = root / "src", root / "dist"
@@ -84,6 +89,32 @@ def test_data_files_ship_in_wheel_and_sdist(dists):
     assert sorted(set(data) - set(in_sdist)) == [], f"missing from {sdist.name}"
     for rel in data:
         assert in_wheel[rel] == in_sdist[rel] == (REPO / rel).read_bytes(), rel
+
+
+#: What only the test harness uses: a shipped module with one of these would make the
+#: wheel depend on test tools (transformers' models, pytest) or stub torch_npu (MagicMock).
+HARNESS_USES = re.compile(r"^\s*(?:import|from)\s+(?:transformers|pytest|hypothesis|tests)\b"
+                          r"|MagicMock|sys\.modules\[[^]]*torch_npu[^]]*\]\s*=", re.M)
+
+
+def test_wheel_holds_the_package_and_its_entry_point_only(dists):
+    """The wheel is the plugin and its torch.backends entry point: no test harness (the
+    torch_npu emulation, model workloads, references live in tests/support), no tests."""
+    wheel, _ = dists
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        sources = {n: zf.read(n).decode() for n in names if n.endswith(".py")}
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"inductor_ext", "inductor_ext_autoload"}
+    assert "inductor_ext_autoload/__init__.py" in names
+    assert not [n for n in names if "/testing/" in n or "/tests/" in n or "support" in n]
+    offenders = [f"{name}: {found.group(0).strip()}" for name, text in sorted(sources.items())
+                 for found in HARNESS_USES.finditer(text)]
+    assert offenders == []
+    # Every package source of the checkout is in the wheel (nothing dropped by the move).
+    tracked = {p for p in _git("ls-files", "inductor_ext", "inductor_ext_autoload")
+               if p.endswith(".py") and (REPO / p).is_file()}
+    assert tracked - set(sources) == set()
 
 
 def test_wheel_calibration_table_is_the_repos(dists):
@@ -130,3 +161,11 @@ def test_unreadable_calibration_is_an_error(tmp_path, calibration_at, text):
     with pytest.raises(npu_ub.CalibrationMissing, match="unreadable") as info:
         npu_ub.calibration()
     assert str(bad) in str(info.value)
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    """.ci/run calls the README's test command as written (the quick start's second block)."""
+    readme = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    test_command = next(b for b in blocks if "pytest" in b and "python3 -m venv" in b)
+    assert test_command in (REPO / ".ci" / "run").read_text()

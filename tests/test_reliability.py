@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import inductor_ext
 from inductor_ext import diagnostics
 from inductor_ext import plan as planning
-from inductor_ext.codegen import kernel as kernel_mod
+from inductor_ext.codegen import row_loop
 from inductor_ext.interpreter import cpu_interpret
 from inductor_ext.ir import bodies as reorder
 from inductor_ext.scheduler import hook
@@ -47,7 +47,7 @@ STAGES = {
     "launch_config": _failing_planner,
     "convert": _replaced(hook, "convert"),
     "reorder": _replaced(reorder, "rows_first_body"),
-    "codegen": _replaced(kernel_mod.MixOrderKernelMixin, "codegen_body"),
+    "codegen": _replaced(row_loop.MixOrderKernelMixin, "codegen_body"),
 }
 
 
@@ -79,12 +79,12 @@ def test_fused_kernel_that_fails_to_compile_falls_back(plugin, monkeypatch, ext_
     wrapper) leaves Inductor's kernels, right gradients, one warning, one reason, and the
     counters say declined, not fused. Without the compile step the wrapper itself would
     raise at load."""
-    original = kernel_mod.MixOrderKernelMixin.codegen_kernel
+    original = row_loop.MixOrderKernelMixin.codegen_kernel
 
     def broken(self, name=None):
         return original(self, name) + "\nraise RuntimeError('injected compile failure')\n"
 
-    monkeypatch.setattr(kernel_mod.MixOrderKernelMixin, "codegen_kernel", broken)
+    monkeypatch.setattr(row_loop.MixOrderKernelMixin, "codegen_kernel", broken)
     monkeypatch.setattr(diagnostics, "warned", set())
     norm = torch.nn.RMSNorm(40, eps=1e-6)  # a module: the counters name it a norm
     with torch.no_grad():

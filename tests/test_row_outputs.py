@@ -99,3 +99,15 @@ def test_a_column_of_what_only_the_row_side_writes_fuses(plugin):
     assert code.count("async_compile.triton(") == 2  # the fused kernel and the final step
     assert f"(({M}, {N}), ({N}, 1), torch.float32)" not in code
     assert f"(({M}, {N}), ({N}, 1), torch.bfloat16)" in code  # dx
+
+
+def test_a_column_tiled_row_declines_a_column_of_what_the_row_side_computes(plugin):
+    """The same group with rows longer than `max_persistent_n`: walked in column tiles, the
+    row side cannot hand the column its values, so the group is declined as such."""
+    M, N = 256, 64
+    mats = [torch.randn(M, N, dtype=torch.bfloat16) for _ in range(5)]
+    w, rstd = torch.randn(N), torch.rand(M, 1) + 0.5
+    with inductor_ext.config.patch(max_persistent_n=32):
+        torch.compile(_qnorm_like)(*mats, w, rstd)
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs == {"tiled_row_reads": 1}

@@ -15,15 +15,10 @@ import triton.language as tl
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
-from inductor_ext.plan import (
-    CudaTuning,
-    DeviceInfo,
-    PlanOptions,
-    ShapeInfo,
-    assume_device,
-)
+from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo, assume_device
 from inductor_ext.targets.cuda import flavor as cuda_codegen
 from inductor_ext.targets.cuda import plan as cuda_plan
+from inductor_ext.targets.cuda.tuning import CudaTuning
 from tests.support.reference import (
     assert_close,
     autograd_grads,
@@ -411,12 +406,22 @@ def test_ascend_column_tiled_declines_non_sum_partials(plugin):
     with inductor_ext.config.patch(target="ascend", ascend_ub_bytes=8192):
         torch.compile(fn)(torch.randn(64, 300), torch.randn(64, 300))
     assert inductor_ext.metrics.mix_order_kernels == 0
-    assert inductor_ext.metrics.rejected_pairs["not_persistent"] == 1
+    assert inductor_ext.metrics.rejected_pairs == {"tiled_non_sum": 1}
+
+
+def test_ascend_declines_a_row_no_column_tile_fits(plugin):
+    """Not even the narrowest column tile of a row fits the Unified Buffer (here: many fp32
+    temporaries per element in the smallest UB): the target has no tile to walk it in."""
+    with inductor_ext.config.patch(target="ascend", ascend_ub_bytes=4096), \
+            tuned("ascend", fp32_temps=256):
+        torch.compile(rms_backward)(*_inputs(M=64, N=200))
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs == {"no_tile_fits": 1}
 
 
 def test_fused_kernel_builds_on_the_schedulings_kernel_class():
     """A vendor scheduling (torch_npu's, say) keeps its own Triton kernel class."""
-    from inductor_ext.codegen.kernel import MixOrderKernel, MixOrderKernelMixin, kernel_class_for
+    from inductor_ext.codegen.row_loop import MixOrderKernel, MixOrderKernelMixin, kernel_class_for
     from inductor_ext.compat import TritonKernel
 
     class VendorKernel(TritonKernel):

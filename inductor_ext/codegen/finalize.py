@@ -10,18 +10,18 @@ the ATen step.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from torch._inductor import metrics as inductor_metrics
 
-from ..compat import Placeholder, V, triton_pointer_type, triton_type
+from ..compat import Placeholder, V, inductor_metrics, triton_pointer_type, triton_type
 from ..ir.combine import COMBINE, TL_REDUCE
 from ..plan import FinalizeBlock
 from ..runtime import autotune
 
 if TYPE_CHECKING:
-    from .kernel import KernelAdapter, MixOrderKernelBase
+    from .adapter import KernelAdapter
+    from .kernel_base import MixOrderKernelBase
 
 #: Output dtypes the final step writes (a float result of a float accumulation).
 _OUTPUT_DTYPES = frozenset({torch.float32, torch.bfloat16, torch.float16, torch.float64})
@@ -59,6 +59,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         aligned.insert(0, 0)
     if N % 4 == 0:
         aligned.append(K + 1)
+    assert kernel.triton_meta is not None, "set by the main kernel's codegen_kernel"
     triton_meta = {
         key: value for key, value in kernel.triton_meta.items()
         if key not in ("signature", "constants", "configs")
@@ -184,7 +185,8 @@ def define(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
         call_args = [kernel.workspace.outer, *(p.out_name for p in kernel.partials), N, P]
         arg_types = [kernel.plan.accumulator_dtype, *out_dtypes, int, int]
         V.graph.wrapper_code.generate_kernel_call(
-            name, call_args, triton=True, arg_types=arg_types, triton_meta=triton_meta,
+            # triton_meta: a TypedDict (TritonMeta) in torch 2.15, a plain dict before.
+            name, call_args, triton=True, arg_types=arg_types, triton_meta=cast(Any, triton_meta),
             inductor_meta={"grid_type": "FixedGrid"})
 
     return launch

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from .. import compat
-from ..compat import Placeholder
+from ..compat import Placeholder, PyCodeCache
 from ..logs import log
 
 #: The name the kernel is compiled under here (the wrapper gives it its own).
@@ -31,8 +31,6 @@ def compile_now(src_code: str) -> Any:
     """Load one kernel source and compile its first config that compiles; returns its
     autotuner. Raises what the load raises, or the first config's error when none
     compiles."""
-    from torch._inductor.codecache import PyCodeCache
-
     src = (src_code.replace(str(Placeholder.DESCRIPTIVE_NAME), _NAME)
            .replace(str(Placeholder.KERNEL_NAME), _NAME))
     start = time.perf_counter()

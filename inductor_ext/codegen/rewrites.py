@@ -179,7 +179,7 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
             for body_line in body:
                 text = indent + body_line[body_indent:] if body_line.strip() else ""
                 for pattern in renames:
-                    text = pattern.sub(lambda m, t=tile: f"{m.group(0)}_t{t}", text)
+                    text = pattern.sub(rf"\g<0>_t{tile}", text)  # the match, then _t<tile>
                 out.append(text)
         unrolled += 1
     if not unrolled:

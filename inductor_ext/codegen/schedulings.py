@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .kernel import INDUCTOR_ADAPTER, KernelAdapter
+from .adapter import INDUCTOR_ADAPTER, KernelAdapter
 
 
 @dataclasses.dataclass(frozen=True)

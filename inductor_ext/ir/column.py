@@ -4,12 +4,12 @@ M rows for each of N columns, with the nodes the fused kernel replaces."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import sympy
 
 from .. import compat
-from ..compat import SchedulerNode, UnsplitReduction, V
+from ..compat import LoopBody, SchedulerNode, V
+from .unsplit import UnsplitReduction
 
 
 @dataclasses.dataclass
@@ -38,16 +38,17 @@ class ColumnReduction:
     @property
     def out_name(self) -> str:
         """Name of the buffer the reduction itself writes (fp32 accumulation)."""
-        return self.out_node.node.get_name()
+        return compat.computed_buffer_of(self.out_node).get_name()
 
     @property
     def final_name(self) -> str:
         """Name of the buffer the final step writes: the cast's output if absorbed."""
-        return self.cast.node.get_name() if self.cast is not None else self.out_name
+        return (compat.computed_buffer_of(self.cast).get_name() if self.cast is not None
+                else self.out_name)
 
     def reads(self) -> set[str]:
         names: set[str] = set()
-        internal = {n.node.get_name() for n in self.absorbed}
+        internal = {compat.computed_buffer_of(n).get_name() for n in self.absorbed}
         for node in self.absorbed:
             names.update(d.name for d in node.read_writes.reads if d.name not in internal)
         return names
@@ -56,13 +57,14 @@ class ColumnReduction:
         return {n.get_name() for n in self.absorbed}
 
 
-def column_loop_body(col: ColumnReduction) -> tuple[tuple[list[Any], list[Any]], Any]:
+def column_loop_body(col: ColumnReduction
+                     ) -> tuple[tuple[list[sympy.Expr], list[sympy.Expr]], LoopBody]:
     """((iteration sizes, reduction sizes), LoopBody) the fused kernel runs for `col`: the
     unsplit reduction when Inductor split it."""
     if col.unsplit is not None:
         buf = compat.computed_buffer_for(col.unsplit, col.out_name)
     else:
-        buf = col.out_node.node
+        buf = compat.computed_buffer_of(col.out_node)
     return compat.default_sizes_body(buf)
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from . import tuning as tuning_mod
 from .device import DeviceInfo, assume_device, assumed_devices, device_info
 from .options import PlanOptions
-from .tuning import AscendTuning, CudaTuning
 from .types import FinalizeBlock, LaunchPlan, ShapeInfo
 
 
@@ -39,6 +39,8 @@ class Planner:
     serves: Callable[[torch.device], bool] | None = None
     #: Device types whose target this is when config.target is "auto".
     device_types: tuple[str, ...] = ()
+    #: The frozen dataclass of its tuning knobs (`inductor_ext.config.tuning[target]`).
+    tuning: type | None = None
 
 
 #: The targets, in the order they registered (`inductor_ext.targets` registers each).
@@ -50,6 +52,8 @@ DEFAULT_TARGET = "cuda"
 def register_planner(planner: Planner) -> Planner:
     """Adds a target's planning (from its package under `inductor_ext.targets`)."""
     PLANNERS[planner.target] = planner
+    if planner.tuning is not None:
+        tuning_mod.TUNINGS[planner.target] = planner.tuning
     return planner
 
 
@@ -99,7 +103,7 @@ def split_rows_reason(shape: ShapeInfo) -> str:
 
 
 __all__ = [
-    "DEFAULT_TARGET", "PLANNERS", "AscendTuning", "CudaTuning", "DeviceInfo", "FinalizeBlock",
+    "DEFAULT_TARGET", "PLANNERS", "DeviceInfo", "FinalizeBlock",
     "LaunchPlan", "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices",
     "device_info", "planner_for", "register_planner", "split_rows_reason", "target_for",
 ]

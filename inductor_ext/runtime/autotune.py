@@ -17,20 +17,27 @@ pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
-from torch._inductor.runtime.triton_heuristics import (
+from .. import compat
+from ..compat import (
     CachingAutotuner,
     DebugAutotuner,
+    DeviceProperties,
     HeuristicType,
     cached_autotune,
     config_from_dict,
 )
-
-from .. import compat
 from ..logs import log
 from ..plan.types import LaunchPlan
+
+if TYPE_CHECKING:
+    # Type checkers see the autotuner class this is always mixed into; at run time the
+    # mixin's only base stays `object`.
+    _AutotunerBase = CachingAutotuner
+else:
+    _AutotunerBase = object
 
 #: inductor_meta key holding the list of config dicts.
 CONFIGS_KEY = "inductor_ext_configs"
@@ -43,7 +50,7 @@ _REGISTER_UNIT = 256
 DEFAULT_SPILL_THRESHOLD = 16
 
 
-def resident_per_sm(n_regs: int | None, num_warps: int, props: Any) -> int | None:
+def resident_per_sm(n_regs: int | None, num_warps: int, props: DeviceProperties) -> int | None:
     """Programs of this config one SM holds at once, by registers and thread slots
     (None when the compiler or the device did not say)."""
     regs_per_sm = getattr(props, "regs_per_multiprocessor", None)
@@ -57,7 +64,7 @@ def resident_per_sm(n_regs: int | None, num_warps: int, props: Any) -> int | Non
     return min(by_registers, by_threads) or None
 
 
-def waves(programs: int, n_regs: int | None, num_warps: int, props: Any) -> int | None:
+def waves(programs: int, n_regs: int | None, num_warps: int, props: DeviceProperties) -> int | None:
     """Waves the grid runs in (None when unknown)."""
     per_sm = resident_per_sm(n_regs, num_warps, props)
     sms = getattr(props, "multi_processor_count", None)
@@ -73,7 +80,7 @@ def spills(launcher: Any, threshold: int) -> bool:
 
 
 def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
-                         props: Any, spill_threshold: int = DEFAULT_SPILL_THRESHOLD
+                         props: DeviceProperties, spill_threshold: int = DEFAULT_SPILL_THRESHOLD
                          ) -> list[Any]:
     """The launchers whose waves are at most the fewest plus the plan's allowance (the
     ones with unknown waves stay; all stay when none is known or the plan sets none).
@@ -116,11 +123,12 @@ def describe_launcher(launcher: Any) -> str:
             f"{f', spills={spilled}' if spilled else ''}]")
 
 
-class _PlannedWaves:
+class _PlannedWaves(_AutotunerBase):
     """Mixin for Inductor's autotuners: time only the configs within the planned waves."""
 
     def benchmark_all_configs(self, *args: Any, **kwargs: Any) -> Any:
-        meta = self.inductor_meta.get(PLAN_KEY)
+        # torch 2.15 types inductor_meta as a TypedDict without our keys (a dict before).
+        meta = cast("Mapping[str, Any] | None", self.inductor_meta.get(PLAN_KEY))
         plan = LaunchPlan.from_meta(meta) if meta else None
         threshold = self.inductor_meta.get("spill_threshold", DEFAULT_SPILL_THRESHOLD)
         self.launchers = within_planned_waves(self.launchers, plan, self.device_props,
@@ -154,8 +162,9 @@ def mix_order_autotune(config: dict[str, Any], filename: str, triton_meta: dict[
     return cached_autotune(
         None,
         [config_from_dict(dict(c)) for c in configs],
-        triton_meta=triton_meta,
-        inductor_meta=inductor_meta,
+        # TypedDicts (TritonMeta, InductorMeta) in torch 2.15, plain dicts before.
+        triton_meta=cast(Any, triton_meta),
+        inductor_meta=cast(Any, inductor_meta),
         heuristic_type=HeuristicType.FIXED,
         filename=filename,
         **compat.autotuner_classes(MixOrderAutotuner, MixOrderDebugAutotuner),

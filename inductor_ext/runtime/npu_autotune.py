@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..compat import HeuristicType
 from .autotune import CONFIGS_KEY
 
 
@@ -20,7 +21,6 @@ def npu_mix_order_autotune(size_hints: Any, reduction_hint: Any = None,
                            filename: str | None = None, triton_meta: Any = None,
                            inductor_meta: dict[str, Any] | None = None) -> Any:
     import triton
-    from torch._inductor.runtime.hints import HeuristicType
 
     # Loaded already: the kernel module imports torch_npu's runtime before this line.
     heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")

@@ -30,6 +30,7 @@ import torch
 from .. import compat
 from ..compat import BaseSchedulerNode
 from ..plan import Planner
+from ..reasons import Reason
 from . import legality, origin
 from .deps import KernelGraph
 from .match import (
@@ -70,7 +71,7 @@ class _Row:
     #: Buffers the row side computes: a column reading one of them at the row block's
     #: element is handed its values in registers (legality.row_outputs_read).
     writes: set[str]
-    reason: str | None  # a reason that rules out every pair with this row (check_row)
+    reason: Reason | None  # rules out every pair with this row (check_row)
     detail: str = ""
     #: The target that would generate this row's kernel (None: the row is ruled out).
     planner: Planner | None = None
@@ -91,7 +92,7 @@ class _Row:
 class _Pair:
     row: _Row
     shared_bytes: int
-    reason: str | None
+    reason: Reason | None
     detail: str = ""
     #: Samples B of a segmented pair (the column reduces over T = M / B rows per sample).
     segments: int = 1
@@ -111,7 +112,7 @@ class _Column:
     index: int
     ops: set[str]
     pairs: list[_Pair]  # best first
-    failure: tuple[_Pair, str, str] | None = None  # first legal pair that could not be joined
+    failure: tuple[_Pair, Reason, str] | None = None  # first legal pair that could not be joined
 
     @property
     def legal(self) -> list[_Pair]:
@@ -154,7 +155,7 @@ def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
         M, N = c.col.rnumel, c.col.numel
         if not col_origin.norm or shape_class(M, N) in decided:
             continue
-        out.append(Decline(names=c.col.out_name, M=M, N=N, reason="no_row_reduction",
+        out.append(Decline(names=c.col.out_name, M=M, N=N, reason=Reason.NO_ROW_REDUCTION,
                            detail=_rowless_detail(c, M, N),
                            attribution=origin.attribute([], [col_origin])))
     return out
@@ -169,7 +170,9 @@ def _rows(nodes: Sequence[BaseSchedulerNode],
           planner_of: Callable[[torch.device], Planner]) -> list[_Row]:
     rows = []
     for i, node in enumerate(row_reduction_nodes(nodes)):
-        M, N = numels(node)
+        sizes = numels(node)
+        assert sizes is not None, "row_reduction_nodes keeps nodes with numels only"
+        M, N = sizes
         if same_size(N, 1):
             continue
         reason = legality.check_row(node, N)
@@ -180,7 +183,7 @@ def _rows(nodes: Sequence[BaseSchedulerNode],
                          writes={d.name for sub in node.get_nodes()
                                  for d in sub.read_writes.writes}, reason=reason,
                          detail=detail,
-                         planner=planner_of(node.get_device()) if reason is None else None))
+                         planner=planner_of(compat.device_of(node)) if reason is None else None))
     return rows
 
 
@@ -227,7 +230,7 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
         handed = set() if segments is not None else shared_matrices(row.writes, col,
                                                                     row.M, row.N)
         if not shared | handed:
-            pairs.append(_Pair(row, 0, "no_shared_input",
+            pairs.append(_Pair(row, 0, Reason.NO_SHARED_INPUT,
                                f"{row.name} and {col.out_name} share no [M, N] buffer "
                                "(none read by both, none the row side writes)"))
             continue
@@ -276,7 +279,7 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
                 _fail(c, pair, *bad)
                 continue
             if row.ops & absorbed_ops:
-                _fail(c, pair, "partner_taken",
+                _fail(c, pair, Reason.PARTNER_TAKEN,
                       f"{row.name} lost {sorted(row.ops & absorbed_ops)} to another group")
                 continue
             members = groups.get(row.index, (row, []))[1]
@@ -287,7 +290,7 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
             ops = row.ops | c.ops | {op for m in members for op in m.ops}
             via = graph.cycle_through(ops)
             if via is not None:
-                _fail(c, pair, "producer_consumer",
+                _fail(c, pair, Reason.PRODUCER_CONSUMER,
                       f"{row.name} + {c.col.out_name} would run both before and after {via}")
                 continue
             c.col.segments = pair.segments
@@ -312,7 +315,7 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
     return out
 
 
-def _fail(c: _Column, pair: _Pair, reason: str, detail: str) -> None:
+def _fail(c: _Column, pair: _Pair, reason: Reason, detail: str) -> None:
     if c.failure is None:
         c.failure = (pair, reason, detail)
 
@@ -336,21 +339,21 @@ def _declines(rows: list[_Row], columns: list[_Column],
                 and own.rank < min(p.row.rank for p in c.pairs)):
             continue  # the swapped view of a pair whose preferred view is reported
         pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
-        if reason == "unsupported_backend":
+        if reason == Reason.UNSUPPORTED_BACKEND:
             if backend_reported:
                 continue
             backend_reported = True
         norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
-        if reason == "no_shared_input" and norm_column and not _own_row_among(c):
-            reason, detail = "no_row_reduction", (_rowless_detail(c, pair.row.M, pair.row.N)
-                                                  + f" (rows of other reductions only: "
-                                                  f"{detail})")
-        decline = _decline(pair, c, reason or "internal_error", detail)
-        if reason == "no_shared_input" and not norm_column:
+        if reason == Reason.NO_SHARED_INPUT and norm_column and not _own_row_among(c):
+            reason, detail = Reason.NO_ROW_REDUCTION, (
+                _rowless_detail(c, pair.row.M, pair.row.N)
+                + f" (rows of other reductions only: {detail})")
+        decline = _decline(pair, c, reason or Reason.INTERNAL_ERROR, detail)
+        if reason == Reason.NO_SHARED_INPUT and not norm_column:
             no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
             continue
         declines.append(decline)
-        if reason in ("no_shared_input", "no_row_reduction"):
+        if reason in (Reason.NO_SHARED_INPUT, Reason.NO_ROW_REDUCTION):
             continue  # the row is not what this decline is about
         reported_row_ops |= pair.row.ops
     decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
@@ -369,7 +372,7 @@ def _own_row_among(c: _Column) -> bool:
                if s.is_reduction() for o in [origin.of_node(s)])
 
 
-def _decline(pair: _Pair, c: _Column, reason: str, detail: str) -> Decline:
+def _decline(pair: _Pair, c: _Column, reason: Reason, detail: str) -> Decline:
     col_origin = origin.of_node(c.col.out_node)
     attribution = origin.attribute([], [col_origin])
     row_modules = [origin.of_node(s).module for s in pair.row.node.get_nodes()

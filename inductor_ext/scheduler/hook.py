@@ -21,6 +21,7 @@ from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
+from ..reasons import Reason
 from . import legality
 from .assign import find_candidates
 from .convert import convert
@@ -29,7 +30,7 @@ from .match import Candidate, cast_consumer, row_steps, split_pieces, strided_co
 from .origin import Attribution
 
 
-def decline(names: str, M: Any, N: Any, reason: str, detail: str,
+def decline(names: str, M: Any, N: Any, reason: Reason, detail: str,
             attribution: Attribution | None = None,
             coverage: GraphCoverage | None = None) -> None:
     """Record one declined candidate (diagnostics.decline) with the norms and modules it
@@ -111,7 +112,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
                      unfused_bytes=unfused_bytes, row_elem_bytes=row_elem_bytes,
-                     device=cand.inner.get_device(),
+                     device=compat.device_of(cand.inner),
                      accumulator=str(accumulator).replace("torch.", ""),
                      strided_bytes=sum(_nbytes(name)[0] for name in strided),
                      strided_elem_bytes=min([_nbytes(name)[1]
@@ -129,40 +130,44 @@ def planner_for_device(device: torch.device) -> planning.Planner:
     return planning.planner_for(planning.target_for(device, ext_config.target))
 
 
-def plan_candidate(cand: Candidate) -> tuple[LaunchPlan | None, ShapeInfo | None, str, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined. Matching
-    settled legality and what the target needs of each column (its accumulator, a
-    per-sample row loop, one sample count); what is left depends on the whole group (tiles,
-    profitability). For a fused group `detail` is the cost model's verdict: "" when it
-    expects fusing to pay, else why not (fused anyway under `always_fuse`; the fusion
-    table records it)."""
+def plan_candidate(cand: Candidate
+                   ) -> tuple[LaunchPlan | None, ShapeInfo | None, Reason | None, str]:
+    """(plan, shape, reason, detail); plan is None when the group is declined (reason then
+    says why; None for a fused group). Matching settled legality and what the target needs
+    of each column (its accumulator, a per-sample row loop, one sample count); what is left
+    depends on the whole group: split rows, a tile the target can walk the row in
+    (`no_tile_fits`), what a column-tiled row cannot give its columns (`tiled_row_reads`,
+    `tiled_non_sum`), profitability. For a fused group `detail` is the cost model's
+    verdict: "" when it expects fusing to pay, else why not (fused anyway under
+    `always_fuse`; the fusion table records it)."""
     planner = cand.planner
     assert planner is not None  # matching decided the target
     segments = next((col.segments for col in cand.columns if col.segments > 1), 1)
     shape = shape_info(cand, legality.group_accumulator(cand.columns))
     split = planning.split_rows_reason(shape)
     if split:
-        return None, shape, "split_rows", split
-    info = planning.device_info(cand.inner.get_device())
+        return None, shape, Reason.SPLIT_ROWS, split
+    info = planning.device_info(compat.device_of(cand.inner))
     tuning = plan_inputs.tuning_for(planner.target)
     options = plan_inputs.plan_options()
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
-        return None, shape, "not_persistent", why
+        return None, shape, Reason.NO_TILE_FITS, why
     plan = planner.plan(shape, info, tuning, options)
     if segments > 1:
         assert planner.segments is not None  # matching declined the columns otherwise
         plan = planner.segments(plan, segments, shape.M_hint, shape.walks_pieces)
     if plan.column_tiled and any(col.row_reads for col in cand.columns):
-        return None, shape, "not_persistent", ("a column reduction reads what the row side "
-                                               "computes, which needs the whole row at once")
+        return None, shape, Reason.TILED_ROW_READS, (
+            "a column reduction reads what the row side computes, which needs the whole row "
+            "at once")
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
-        return None, shape, "not_persistent", "the looped column-tiled path adds sums only"
+        return None, shape, Reason.TILED_NON_SUM, "the looped column-tiled path adds sums only"
     ok, why = planner.profitable(shape, plan, info, tuning, options)
     if not ok and not ext_config.always_fuse:
-        return None, shape, "not_profitable", why
-    return plan, shape, "", "" if ok else why
+        return None, shape, Reason.NOT_PROFITABLE, why
+    return plan, shape, None, "" if ok else why
 
 
 def run(nodes: Sequence[BaseSchedulerNode],
@@ -177,7 +182,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
     try:
         unsupported = legality.unsupported_backends(nodes)
         for detail in unsupported:
-            decline("<graph>", "?", "?", "unsupported_backend", detail, coverage=coverage)
+            decline("<graph>", "?", "?", Reason.UNSUPPORTED_BACKEND, detail, coverage=coverage)
         if unsupported:
             _finish(coverage)
             return nodes
@@ -185,7 +190,8 @@ def run(nodes: Sequence[BaseSchedulerNode],
     except Exception as exc:  # matching must never break a compile
         warn_once("match", "inductor_ext: matching failed, keeping Inductor's schedule: %s",
                   exc)
-        decline("<graph>", "?", "?", "internal_error", f"match: {exc!r}", coverage=coverage)
+        decline("<graph>", "?", "?", Reason.INTERNAL_ERROR, f"match: {exc!r}",
+                coverage=coverage)
         _finish(coverage)
         return nodes
     for d in matching.declines:
@@ -198,6 +204,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
         try:
             plan, shape, reason, detail = plan_candidate(cand)
             if plan is None:
+                assert reason is not None
                 decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
                         coverage)
                 continue
@@ -211,10 +218,10 @@ def run(nodes: Sequence[BaseSchedulerNode],
             # its columns back, which can close a cycle through the ones still to come.
             via = graph.cycle_through(ops)
             if via is not None:
-                decline(cand.describe(), cand.M, cand.N, "producer_consumer",
+                decline(cand.describe(), cand.M, cand.N, Reason.PRODUCER_CONSUMER,
                         f"would run both before and after {via}", cand.attribution, coverage)
                 continue
-            install_codegen(sched, cand.inner.get_device())
+            install_codegen(sched, compat.device_of(cand.inner))
             nodes = convert(sched, nodes, cand, plan, shape, verdict=detail, coverage=coverage)
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
@@ -225,7 +232,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
         except Exception as exc:
             warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
                       "schedule: %s", cand.describe(), exc)
-            decline(cand.describe(), cand.M, cand.N, "internal_error", repr(exc),
+            decline(cand.describe(), cand.M, cand.N, Reason.INTERNAL_ERROR, repr(exc),
                     cand.attribution, coverage)
     if coverage.fused or coverage.other_fused:
         # A fused group still falls back if its codegen or compile fails: count the

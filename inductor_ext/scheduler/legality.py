@@ -2,41 +2,10 @@
 each no. Matching (``assign.py``) asks these per pair, so a column that cannot join one row
 reduction is still offered to the others.
 
-Reason codes (a closed set, mirrored in ``inductor_ext.metrics.REASONS``):
-
-- ``producer_consumer``: a path connects the row and the column reduction (or two columns
-  of the group), so one must finish before the other starts; also when the path runs
-  through another kernel, which would have to run both before and after the fused one.
-- ``unsupported_reduction_type``: the column reduction is not sum/prod/max/min (welford,
-  argmax, scans...), or the row side holds a scan/sort, or either side is a strict
-  reduction (``config.numerics="strict"``, torch >= 2.14: eager's summation order is kept).
-- ``unsupported_dtype``: the column reduction accumulates a non-floating dtype.
-- ``not_persistent``: the row does not fit on chip (longer than ``config.max_persistent_n``,
-  or the Ascend Unified Buffer) and the column-tiled path cannot take a non-sum partial.
-- ``dynamic_n``: the row length is symbolic; the persistent tile needs it static.
-- ``no_shared_input``: shapes match but no [M, N] buffer is read by both sides, nor
-  written by the row side and read by the column.
-- ``no_row_reduction``: a norm's dw/db with no row reduction of its own norm to join
-  (no dx: the norm's input needs no gradient); recorded per norm, so it is named.
-- ``partner_taken``: the row reductions this column could join are already used by other
-  groups (one of their reductions went into another group as a column).
-- ``trivial_reduction``: one side reduces over so few elements (M or N is 1, or at most
-  Inductor's ``unroll_reductions_threshold``) that Inductor computes it without a
-  reduction loop; there is no reduction to fuse it with.
-- ``not_profitable``: the cost model expects the unfused kernels to be faster.
-- ``split_rows``: Inductor split each row into pieces (a split reduction's first stage is
-  the row side), so no whole-row result rides the kernel (``plan.split_rows_reason``).
-- ``unsupported_backend``: the device is not generated through Inductor's Triton backend
-  (for example the C++ CPU backend); recorded once per graph.
-- ``cpp_wrapper``: cpp_wrapper / AOTInductor output; our final step is emitted in Python.
-- ``dynamic_segments``: a segmented column reduction (adaLN's d(scale)/d(shift): [B, T, N]
-  -> [B, N] over the rows of a [B*T, N] row reduction) with a symbolic sample count B (a
-  dynamic batch): the fused kernel's programs are laid out per sample at compile time.
-- ``segmented_unsupported``: a segmented column reduction the fused kernel cannot take:
-  its output does not split into B samples of N columns, its reduction is not the T rows
-  of a sample, another column of the group has another B, or the target has no
-  per-sample row loop (Ascend).
-- ``internal_error``: the hook or the fused codegen raised; Inductor's schedule was kept.
+Every no is a ``Reason`` member (``inductor_ext.reasons``, which describes each code and
+renders the README's table); legality gives most of them, the hook the planning ones
+(``split_rows``, ``no_tile_fits``, ``tiled_row_reads``, ``tiled_non_sum``,
+``not_profitable``).
 """
 
 from __future__ import annotations
@@ -48,68 +17,70 @@ import torch
 
 from .. import compat
 from ..codegen import schedulings
-from ..compat import BaseSchedulerNode, V, ir
+from ..compat import BaseSchedulerNode, LoopBody, SchedulerNode, V, ir
 from ..ir.combine import accumulator_dtype
 from ..plan import Planner
+from ..reasons import Reason
 from .match import ColumnReduction, column_loop_body, index_symbols, same_size
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
 
 
-def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> str | None:
+def check_row(inner: BaseSchedulerNode, N: sympy.Expr) -> Reason | None:
     if V.graph.cpp_wrapper or getattr(V.graph, "aot_mode", False):
-        return "cpp_wrapper"
+        return Reason.CPP_WRAPPER
     if not isinstance(N, (int, sympy.Integer)):
-        return "dynamic_n"
+        return Reason.DYNAMIC_N
     for sub in inner.get_nodes():
         node = getattr(sub, "node", None)
         if isinstance(node, ir.ComputedBuffer) and isinstance(node.data, (ir.Scan, ir.Sort)):
-            return "unsupported_reduction_type"
+            return Reason.UNSUPPORTED_REDUCTION_TYPE
         if compat.is_strict_reduction(sub):
-            return "unsupported_reduction_type"
+            return Reason.UNSUPPORTED_REDUCTION_TYPE
     return None
 
 
 def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
-                   N: sympy.Expr, interleaved: bool = False) -> tuple[str, str] | None:
+                   N: sympy.Expr, interleaved: bool = False) -> tuple[Reason, str] | None:
     """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
     `segments`) cannot ride an [M, N] row reduction's per-sample row loop (`interleaved`:
     the samples are the pieces of a split row, see reorder.segmented_body)."""
     from ..ir.bodies import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
-        return "dynamic_segments", (f"{col.out_name} reduces per sample over {segments} "
-                                    "samples, a symbolic count")
+        return Reason.DYNAMIC_SEGMENTS, (f"{col.out_name} reduces per sample over "
+                                         f"{segments} samples, a symbolic count")
     (iter_sizes, red_sizes), body = column_loop_body(col)
     if segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved) is None:
-        return "segmented_unsupported", (f"{col.out_name} over {list(iter_sizes)} x "
-                                         f"{list(red_sizes)} does not split into {segments} "
-                                         f"samples of [{sympy.simplify(M / segments)}, {N}]")
+        return Reason.SEGMENTED_UNSUPPORTED, (
+            f"{col.out_name} over {list(iter_sizes)} x {list(red_sizes)} does not split "
+            f"into {segments} samples of [{sympy.simplify(M / segments)}, {N}]")
     return None
 
 
 def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: set[str],
                col_ancestors: set[str] | None = None, segments: int = 1,
-               interleaved: bool = False) -> tuple[str, str] | None:
+               interleaved: bool = False) -> tuple[Reason, str] | None:
     """(reason, detail) if `col` cannot be computed in the row reduction `inner`'s kernel;
     `inner_ancestors` / `col_ancestors` are ``ancestors_of`` their nodes (callers keep them
     per row and column); `segments`: B of a segmented pair (`interleaved`: its samples are
     the row's pieces)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
-        return "unsupported_reduction_type", f"{col.out_name} is a {col.reduction_type}"
+        return Reason.UNSUPPORTED_REDUCTION_TYPE, f"{col.out_name} is a {col.reduction_type}"
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
-        return "unsupported_reduction_type", f"{col.out_name} is a strict reduction"
+        return Reason.UNSUPPORTED_REDUCTION_TYPE, f"{col.out_name} is a strict reduction"
     dtype = _column_src_dtype(col)
     if dtype is None or not dtype.is_floating_point:
-        return "unsupported_dtype", f"{col.out_name} accumulates {dtype}"
+        return Reason.UNSUPPORTED_DTYPE, f"{col.out_name} accumulates {dtype}"
     if col.operation_names() & inner_ancestors:
-        return "producer_consumer", f"{inner.get_name()} needs {col.out_name}"
+        return Reason.PRODUCER_CONSUMER, f"{inner.get_name()} needs {col.out_name}"
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
     if inner.get_operation_names() & col_ancestors:
         read, why = _row_outputs(inner, col, segments, interleaved)
         if read is None:
-            return "producer_consumer", f"{col.out_name} needs {inner.get_name()}: {why}"
+            return (Reason.PRODUCER_CONSUMER,
+                    f"{col.out_name} needs {inner.get_name()}: {why}")
     return None
 
 
@@ -136,7 +107,8 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
 def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1,
                  interleaved: bool = False) -> tuple[set[str] | None, str]:
     """``row_outputs_read``'s answer, and when it is None why: the decline's detail."""
-    writer = {dep.name: s for s in inner.get_nodes() for dep in s.read_writes.writes}
+    writer = {dep.name: s for s in compat.scheduler_nodes_of(inner)
+              for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
     needed = inner.get_operation_names() & ancestors_of(col.absorbed)
     reached = set()
@@ -155,7 +127,7 @@ def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int =
     return direct, ""
 
 
-def _row_block_element(producer: BaseSchedulerNode, col: ColumnReduction, name: str,
+def _row_block_element(producer: SchedulerNode, col: ColumnReduction, name: str,
                        M: sympy.Expr, N: sympy.Expr, segments: int = 1,
                        interleaved: bool = False) -> str | None:
     """None when `col` reads `name` only where `producer`, run inside the row kernel,
@@ -275,7 +247,7 @@ def _over_pieces(sizes: Sequence[sympy.Expr], pieces: list[int],
     return out[::-1]
 
 
-def _segmented_reads_element(body: object, iter_sizes: list[sympy.Expr],
+def _segmented_reads_element(body: LoopBody, iter_sizes: list[sympy.Expr],
                              red_sizes: list[sympy.Expr], segments: int, name: str,
                              M: sympy.Expr, N: sympy.Expr, per_row: bool,
                              interleaved: bool = False) -> bool:
@@ -305,7 +277,7 @@ def _flat(variables: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy
 
 
 def check_together(col: ColumnReduction, accepted: list[ColumnReduction],
-                   segments: int = 1) -> tuple[str, str] | None:
+                   segments: int = 1) -> tuple[Reason, str] | None:
     """(reason, detail) if `col` depends on a column already in the group, or feeds one, or
     reduces per sample over another sample count (`segments`: its B on this row) than a
     segmented column of the group: the programs are laid out for one B."""
@@ -313,35 +285,35 @@ def check_together(col: ColumnReduction, accepted: list[ColumnReduction],
     col_ops = col.operation_names()
     for other in accepted:
         if other.operation_names() & col_ancestors or col_ops & ancestors_of(other.absorbed):
-            return "producer_consumer", f"{other.out_name} <-> {col.out_name}"
+            return Reason.PRODUCER_CONSUMER, f"{other.out_name} <-> {col.out_name}"
     group = next((other.segments for other in accepted if other.segments > 1), 1)
     if segments > 1 and group > 1 and segments != group:
-        return "segmented_unsupported", (f"{col.out_name} has {segments} samples, another "
-                                         f"column of the group {group}")
+        return Reason.SEGMENTED_UNSUPPORTED, (f"{col.out_name} has {segments} samples, "
+                                              f"another column of the group {group}")
     return None
 
 
 def check_target(col: ColumnReduction, segments: int,
-                 planner: Planner) -> tuple[str, str] | None:
+                 planner: Planner) -> tuple[Reason, str] | None:
     """(reason, detail) when the row's target cannot generate `col` (`segments`: its B on
     that row, 1 if it reduces over all rows): its accumulator dtype, or per-sample partials
     on a target without a per-sample row loop. Asked per pair, so another row's target
     may still take it."""
     bad = check_accumulator(col, planner.target, planner.accumulator_dtypes)
     if bad is None and segments > 1 and planner.segments is None:
-        bad = ("segmented_unsupported", f"{col.out_name} reduces per sample; the "
+        bad = (Reason.SEGMENTED_UNSUPPORTED, f"{col.out_name} reduces per sample; the "
                f"{planner.target} target has no per-sample row loop")
     return bad
 
 
 def check_accumulator(col: ColumnReduction, flavor: str,
-                      supported: Sequence[torch.dtype]) -> tuple[str, str] | None:
+                      supported: Sequence[torch.dtype]) -> tuple[Reason, str] | None:
     """(reason, detail) when the flavor cannot accumulate this column in its dtype."""
     dtype = _column_src_dtype(col)
     acc = accumulator_dtype(dtype) if dtype is not None else None
     if acc not in supported:
-        return "unsupported_dtype", (f"{col.out_name} accumulates in {acc}, which the "
-                                     f"{flavor} flavor cannot generate")
+        return Reason.UNSUPPORTED_DTYPE, (f"{col.out_name} accumulates in {acc}, which the "
+                                          f"{flavor} flavor cannot generate")
     return None
 
 
@@ -370,19 +342,20 @@ def _column_src_dtype(col: ColumnReduction) -> torch.dtype | None:
     return None
 
 
-def backend_reason(inner: BaseSchedulerNode) -> tuple[str, str] | None:
+def backend_reason(inner: BaseSchedulerNode) -> tuple[Reason, str] | None:
     """(``unsupported_backend``, detail) unless the node's device is generated by a Triton
     scheduling we emit for (the C++ CPU backend is not)."""
     sched = compat.scheduler_of([inner])
     device = inner.get_device()
     if sched is None or device is None:
-        return "unsupported_backend", "no scheduler or device"
+        return Reason.UNSUPPORTED_BACKEND, "no scheduler or device"
     backend = sched.get_backend(device)
     detail = schedulings.unsupported(backend)
     if detail:
-        return "unsupported_backend", detail
+        return Reason.UNSUPPORTED_BACKEND, detail
     if compat.triton_scheduling_of(backend) is None:
-        return "unsupported_backend", f"{type(backend).__name__} has no Triton scheduling"
+        return (Reason.UNSUPPORTED_BACKEND,
+                f"{type(backend).__name__} has no Triton scheduling")
     return None
 
 

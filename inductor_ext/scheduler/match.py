@@ -3,7 +3,7 @@
 After Inductor's own fusion, the row reduction (dx of a norm backward) is a node whose group
 is (M, N); each column reduction (dw, db) is a sub-node reducing over M for N outputs —
 either directly, or split by Inductor into partial sums plus a final sum, which we see
-through the unsplit record kept by :mod:`inductor_ext.compat`. Which column joins which
+through the unsplit record kept by :mod:`inductor_ext.ir.unsplit`. Which column joins which
 row is decided in ``assign.py``.
 """
 
@@ -16,10 +16,13 @@ from typing import Any
 import sympy
 
 from .. import compat
-from ..compat import BaseSchedulerNode, SchedulerNode, UnsplitReduction, V
+from ..compat import BaseSchedulerNode, SchedulerNode, V
+from ..ir import unsplit
 from ..ir.attribution import Attribution
 from ..ir.column import ColumnReduction, column_loop_body, size_hint
+from ..ir.unsplit import UnsplitReduction
 from ..plan import Planner
+from ..reasons import Reason
 
 
 @dataclasses.dataclass
@@ -46,7 +49,7 @@ class Decline:
     names: str  # "<row node>+<column>" as in the logs and the reject table
     M: Any
     N: Any
-    reason: str  # a code of metrics.REASONS
+    reason: Reason
     detail: str
     attribution: Attribution
 
@@ -164,14 +167,14 @@ def segments_of(col: ColumnReduction, M: sympy.Expr, N: sympy.Expr) -> sympy.Exp
 def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReduction]:
     """Every sub-node that is (or finishes) a reduction over one long axis."""
     sched = compat.scheduler_of(nodes)
-    records = compat.unsplit_records()
+    records = unsplit.unsplit_records()
     found: list[ColumnReduction] = []
     for node in nodes:
         for sub in node.get_nodes():
             if not isinstance(sub, SchedulerNode) or not sub.is_reduction():
                 continue
             rtype = compat.reduction_type_of(sub)
-            if rtype is None or compat.split_record_of(sub) is not None:
+            if rtype is None or unsplit.split_record_of(sub) is not None:
                 # Not a plain reduction, or the first stage of a split one (keyed by its
                 # buffer; its partial sums over row segments would also look segmented).
                 continue
@@ -234,8 +237,10 @@ def row_preference(node: BaseSchedulerNode) -> tuple[bool, int, bool, int]:
     also computes elementwise over [M, N] (a norm's dx: fused with it, the kernel reads x
     and dy once for everything; fused the other way, dx stays a kernel that reads them
     again), then more rows."""
-    numel, rnumel = numels(node)
-    hints = {_hint_name(s) for s in node.get_nodes() if s.is_reduction()}
+    sizes = numels(node)
+    assert sizes is not None, "row_reduction_nodes keeps nodes with numels only"
+    numel, rnumel = sizes
+    hints = {_hint_name(s) for s in compat.scheduler_nodes_of(node) if s.is_reduction()}
     rank = 2 if hints & {"OUTER", "OUTER_TINY"} else 0 if "INNER" in hints else 1
     return (not isinstance(rnumel, (int, sympy.Integer)), rank,
             not _has_matrix_epilogue(node, numel * rnumel), -size_hint(numel))
@@ -243,7 +248,7 @@ def row_preference(node: BaseSchedulerNode) -> tuple[bool, int, bool, int]:
 
 def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
     """Whether `node` computes something elementwise over all [M, N] elements."""
-    for sub in node.get_nodes():
+    for sub in compat.scheduler_nodes_of(node):
         if sub.is_reduction():
             continue
         try:
@@ -256,11 +261,11 @@ def _has_matrix_epilogue(node: BaseSchedulerNode, matrix: sympy.Expr) -> bool:
 
 def split_pieces(node: BaseSchedulerNode, N: sympy.Expr) -> int:
     """Pieces Inductor split each row of the row side `node` into (1: whole rows): its
-    split reduction's first stage reduces M * k rows of N / k, and compat.unsplit_records
+    split reduction's first stage reduces M * k rows of N / k, and unsplit.unsplit_records
     keeps what it was split from. Row r of such a stage is piece r % k of row r // k."""
     pieces = 1
     for sub in node.get_nodes():
-        record = compat.split_record_of(sub)
+        record = unsplit.split_record_of(sub)
         if record is not None and sub.is_reduction():
             whole = size_hint(sympy.Mul(*record.reduction_ranges))
             pieces = max(pieces, whole // size_hint(N))

@@ -19,6 +19,7 @@ from typing import Any
 import sympy
 
 from ..compat import BaseSchedulerNode
+from ..reasons import Reason
 from . import origin
 from .match import ColumnReduction, Decline, is_full_matrix, numels, same_size
 
@@ -106,9 +107,10 @@ def trivial_declines(nodes: Sequence[BaseSchedulerNode], columns: list[ColumnRed
         return []
     sides = []  # (name, numel, rnumel, reads, origin) of every reduction, looped or not
     for node in nodes:
-        if node.is_reduction() and numels(node) is not None:
+        sizes = numels(node) if node.is_reduction() else None
+        if sizes is not None:
             reads = {dep.name for dep in node.read_writes.reads}
-            sides.append((node.get_name(), *numels(node), reads,
+            sides.append((node.get_name(), *sizes, reads,
                           [origin.of_node(s) for s in node.get_nodes() if s.is_reduction()]))
     for col in columns:
         sides.append((col.out_name, col.numel, col.rnumel, col.reads(),
@@ -133,7 +135,7 @@ def trivial_declines(nodes: Sequence[BaseSchedulerNode], columns: list[ColumnRed
             M, N = t.M_N
             out.append(Decline(
                 names=f"{'+'.join(t.holders)}+{name}", M=M, N=N,
-                reason="trivial_reduction",
+                reason=Reason.TRIVIAL_REDUCTION,
                 detail=f"{t.fx.name} reduces {t.rnumel} element(s) per output; Inductor "
                        "computes it without a reduction loop", attribution=attribution))
             break

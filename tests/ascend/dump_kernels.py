@@ -18,7 +18,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.codegen.kernel import MixOrderKernelMixin as MixOrderKernel  # noqa: E402
+from inductor_ext.codegen.row_loop import MixOrderKernelMixin as MixOrderKernel  # noqa: E402
 from inductor_ext.interpreter import cpu_interpret  # noqa: E402
 
 OPS = ("rms", "ln", "ln_nobias")

@@ -26,7 +26,7 @@ ASCENDNPU_IR_VERSION=1.2.0
 wheel_dir="$venv/torch_npu_wheel"
 stamp="$venv/.npu-emulation-stamp"
 want="torch=$TORCH_VERSION torch_npu=$TORCH_NPU_VERSION triton-ascend=$TRITON_ASCEND_VERSION"
-want="$want ascendnpu-ir=$ASCENDNPU_IR_VERSION layout=2 root=$root"
+want="$want ascendnpu-ir=$ASCENDNPU_IR_VERSION layout=3 root=$root"
 
 if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ] \
     && [ -f "$wheel_dir/torch_npu/_inductor/__init__.py" ] \
@@ -43,7 +43,7 @@ pip=("$venv/bin/python" -m pip install -q)
 # torch first, from the same place the project's CI gets it; then triton-ascend over it:
 # the CPU torch wheel does not depend on `triton`, so nothing reinstalls upstream Triton.
 "${pip[@]}" "torch==$TORCH_VERSION"
-"${pip[@]}" "triton-ascend==$TRITON_ASCEND_VERSION" "numpy<2.4" pytest hypothesis pybind11
+"${pip[@]}" "triton-ascend==$TRITON_ASCEND_VERSION" "numpy<2.4" pytest pytest-xdist hypothesis pybind11
 if "$venv/bin/python" -c "import triton, sys; sys.exit(triton.__version__ != '$TRITON_ASCEND_VERSION')"
 then :; else
   echo "setup_npu_venv: 'triton' in $venv is not triton-ascend $TRITON_ASCEND_VERSION" >&2

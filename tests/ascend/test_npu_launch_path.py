@@ -124,7 +124,7 @@ def test_unlisted_workspace_gives_wrong_partials(kernels, monkeypatch):
     """Negative control: without the workspace in mutated_arg_names (as before the fix),
     torch_npu's timing launches add into the live partials and dw comes out wrong. The
     emulation must show it, or the tests above prove nothing."""
-    from inductor_ext.codegen.kernel import MixOrderKernelBase
+    from inductor_ext.codegen.kernel_base import MixOrderKernelBase
 
     monkeypatch.setattr(MixOrderKernelBase, "accumulated_workspaces", lambda self: [])
     with plugin_on(), pytest.raises(AssertionError, match="dw"):

@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 import torch
 
-from inductor_ext.plan import AscendTuning, DeviceInfo, PlanOptions, ShapeInfo
+from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo
 from inductor_ext.targets.ascend import plan as ascend_plan
 from inductor_ext.targets.ascend import ub as npu_ub
+from inductor_ext.targets.ascend.tuning import AscendTuning
 
 UB = {"910B3": 192 * 1024, "950": 256 * 1024}
 

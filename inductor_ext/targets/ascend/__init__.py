@@ -11,10 +11,12 @@ from ...plan import Planner, register_planner
 from ...plan.device import register_device_query
 from . import device, kernel, npu, plan
 from .flavor import AscendFlavor
+from .tuning import AscendTuning
 
 # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
 register_planner(Planner("ascend", plan.fits, plan.plan, plan.profitable, (torch.float32,),
-                         serves=npu.serves, device_types=("npu",)))
+                         serves=npu.serves, device_types=("npu",),
+                         tuning=AscendTuning))
 register_flavor(AscendFlavor())
 register_device_query(device.device_info)
 schedulings.register(schedulings.VendorScheduling(

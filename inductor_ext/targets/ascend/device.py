@@ -37,7 +37,9 @@ def _npu_info() -> DeviceInfo:
     try:
         import torch_npu  # noqa: F401
 
-        props = torch.npu.get_device_properties(torch.npu.current_device())
+        # torch_npu adds `torch.npu` when imported; torch's own stubs have no such module.
+        npu_mod = torch.npu  # type: ignore[attr-defined]
+        props = npu_mod.get_device_properties(npu_mod.current_device())
         vector = getattr(props, "vector_core_num", None)
         cube = getattr(props, "cube_core_num", None)
         cores = int(vector) if vector else (2 * int(cube) if cube else cores)

@@ -27,18 +27,20 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sympy
 
 from ... import compat
 from ...codegen import rewrites
-from ...codegen.flavor import get_flavor
-from ...codegen.kernel import ColumnBody, KernelAdapter, MixOrderKernelBase, PartialAccumulator
+from ...codegen.adapter import KernelAdapter
+from ...codegen.column_body import ColumnBody
+from ...codegen.flavor import TargetFlavor, get_flavor
+from ...codegen.kernel_base import MixOrderKernelBase
 from ...compat import DisableReduction, EnableReduction, V
 from ...ir import bodies as reorder
 from ...ir.column import size_hint
-from ...ir.combine import COMBINE, TL_REDUCE
+from ...ir.combine import TL_REDUCE
 from ...plan import LaunchPlan
 from ...runtime import autotune
 from . import npu
@@ -48,10 +50,52 @@ DECORATOR = "npu_mix_order_autotune"
 _DECORATOR_IMPORT = f"from inductor_ext.runtime.npu_autotune import {DECORATOR}"
 
 
-class NpuMixOrderKernelMixin(MixOrderKernelBase):
-    """Mixed into torch_npu's NPUIndexTritonKernel (see the module docstring)."""
+class NpuAxis(Protocol):
+    """What the mixin reads and sets on torch_npu's axis entries (its range tree nodes)."""
 
-    def __init__(self, *args: Any, plan: LaunchPlan, flavor: Any, **kwargs: Any) -> None:
+    name: str
+    prefix: str
+    expr: sympy.Expr
+    length: sympy.Expr
+    divisor: sympy.Expr
+    is_split_axis: bool
+    is_tiling_axis: bool
+    is_no_loop_axis: bool
+    split_order: int
+
+    def symbol(self) -> sympy.Symbol: ...
+
+    def get_axis_direction(self) -> Any: ...  # torch_npu's AxisDirection (untyped)
+
+    def codegen_index(self, direction: Any) -> str: ...
+
+
+class NpuMixOrderKernelMixin(MixOrderKernelBase):
+    """Mixed into torch_npu's NPUIndexTritonKernel (see the module docstring). The partials'
+    folds, workspace adds and stores are the base's; this class supplies their text in
+    torch_npu's axes (tile dims in its order, its masks, a constant-N workspace row)."""
+
+    #: Set by `_fused_axes`: the row and the column axes of torch_npu's analysis.
+    row_axes: list[NpuAxis]
+    col_axes: list[NpuAxis]
+
+    if TYPE_CHECKING:
+        # Set by torch_npu's NPUIndexTritonKernel, which is untyped (not installed for type
+        # checking): what this mixin reads of it.
+        sorted_axis: list[NpuAxis]
+        split_axis: list[NpuAxis]
+        tiling_axis: list[NpuAxis]
+        golden_var_list: list[sympy.Symbol]
+        vectorized_welford_axis: NpuAxis | None
+        npu_kernel_type: Any  # torch_npu's NPUKernelType enum
+        first_node: bool
+
+        def select_golden_varlist(self) -> None: ...
+
+        def is_unified_simt_kernel(self) -> bool: ...
+
+    def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
+                 **kwargs: Any) -> None:
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
         self.row_axis, self.col_axis = self._fused_axes()
 
@@ -130,26 +174,6 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         row_names = {a.name for a in self.row_axes}
         return [i for i, a in enumerate(self._tile_axes()) if a.name in row_names]
 
-    def _folded_shape(self) -> str:
-        """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed; a 1 for every
-        row dimension)."""
-        dense = self._dense()
-        for dim in self._row_dims():
-            dense[dim] = "1"
-        return f"[{', '.join(dense)}]"
-
-    def _fold_rows(self, reduce: str, tile: str) -> str:
-        """`tile` reduced over every row dimension (the last first)."""
-        for dim in sorted(self._row_dims(), reverse=True):
-            tile = f"{reduce}({tile}, {dim})"
-        return tile
-
-    def _row_masks(self) -> list[str]:
-        """The masks torch_npu writes for the row axes (none for a static no-loop axis,
-        whose block is its whole length)."""
-        return [f"{a.name}_mask" for a in self.row_axes
-                if not (a.is_no_loop_axis and _is_static(a.length))]
-
     def _looped_rows(self) -> list[Any]:
         """Row axes whose block is a launch config's (a static no-loop axis has its
         length written by torch_npu)."""
@@ -191,7 +215,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
             argdefs.append(compat.ArgName(self._block(self.col_axis), is_constexpr=True))
 
     def codegen_static_numels(self, code: Any) -> None:
-        super().codegen_static_numels(code)  # type: ignore[misc]
+        super().codegen_static_numels(code)
         sub = self._block(self.row_axis)
         blocks = f"({self.row_axis.name}_numel + {sub} - 1) // {sub}"
         P = self.plan.programs
@@ -222,8 +246,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         # Configs differ in summation order: one under Inductor's deterministic mode
         # (torch_npu's autotuner itself keeps the first under deterministic algorithms).
         configs = self.plan.configs[:1] if compat.deterministic_mode() else self.plan.configs
-        for cfg in configs:
-            cfg = dict(cfg)
+        for config in configs:
+            cfg = dict(config)
             named: dict[str, Any] = dict(self._row_blocks(cfg["block_m"]))
             if "cols" in cfg:
                 named[self._block(self.col_axis)] = cfg["cols"]
@@ -232,78 +256,75 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         return out
 
     @classmethod
-    def gen_common_triton_imports(cls) -> str:
-        return super().gen_common_triton_imports() + _DECORATOR_IMPORT + "\n"  # type: ignore
+    # Inductor's own is typed as its lru_cache wrapper, which no plain method matches.
+    def gen_common_triton_imports(cls) -> str:  # type: ignore[override]
+        return super().gen_common_triton_imports() + _DECORATOR_IMPORT + "\n"
 
     def codegen_kernel(self, name: str | None = None) -> str:
         # torch_npu's codegen_kernel flushes the last buffers into `body` and reads it; the
         # workspace stores follow that last flush, so it is done here first, once every
         # node is in (torch_npu's own call then finds nothing left to flush).
         self.codegen_body()
-        self._write_workspace_stores()
-        src = super().codegen_kernel(name)  # type: ignore[misc]
+        self._write_workspace_stores(self.body)
+        src = super().codegen_kernel(name)
         return use_mix_order_decorator(src, self._get_heuristic())
 
-    # -- the partials ------------------------------------------------------------------
-    def add_partial(self, reduction_type: str, out_name: str, value: Any) -> str:
-        index = len(self.partials)
-        acc = f"_mo_acc{index}"
-        self.partials.append(PartialAccumulator(index, reduction_type, out_name, acc))
-        identity, fold = COMBINE[reduction_type]
-        masks = self._row_masks()
+    # -- the partials' text (written by MixOrderKernelBase) ------------------------------
+    def row_block_shape(self) -> str:
+        return f"[{', '.join(self._dense())}]"
+
+    def folded_shape(self) -> str:
+        """The tile with its rows folded: [1, R1BLOCK_SUB] (or transposed; a 1 for every
+        row dimension)."""
+        dense = self._dense()
+        for dim in self._row_dims():
+            dense[dim] = "1"
+        return f"[{', '.join(dense)}]"
+
+    def fold_rows(self, reduction_type: str, tile: str) -> str:
+        """`tile` reduced over every row dimension (the last first), reshaped to
+        `folded_shape` (a reduction drops the dimension)."""
+        for dim in sorted(self._row_dims(), reverse=True):
+            tile = f"{TL_REDUCE[reduction_type]}({tile}, {dim})"
+        return f"{tile}.reshape({self.folded_shape()[1:-1]})"
+
+    def accumulate_mask(self) -> str:
+        """The masks torch_npu writes for the row axes (none for a static no-loop axis,
+        whose block is its whole length), and the column tile's."""
+        masks = [f"{a.name}_mask" for a in self.row_axes
+                 if not (a.is_no_loop_axis and _is_static(a.length))]
         if self.column_tiled:
             masks.append(f"{self.col_axis.name}_mask")
-        tile = f"tl.broadcast_to({value}, [{', '.join(self._dense())}]).to({self.acc_type})"
-        tile = f"tl.where({' & '.join(masks)}, {tile}, {identity})"
-        part = (f"{self._fold_rows(TL_REDUCE[reduction_type], tile)}"
-                f".reshape({self._folded_shape()[1:-1]})")
-        if not self.column_tiled:
-            self.compute.writeline(f"{acc} = {fold.format(acc=acc, val=part)}")
-            return acc
-        # Column tiles: this tile's fold goes straight into the program's workspace row
-        # (zeroed at launch; no other program touches it).
-        assert reduction_type == "sum", "column-tiled partials are sums"
-        col_mask = f"{self.col_axis.name}_mask"
-        ptr = f"_mo_ws{index}"
-        self.compute.writeline(f"{ptr} = {self._workspace_row(index)} + {self.col_axis.name}")
-        self.compute.writeline(
-            f"tl.store({ptr}, tl.load({ptr}, {col_mask}, other=0.0) + {part}, {col_mask})")
-        return acc
+        return " & ".join(masks)
 
-    def _workspace_row(self, index: int) -> str:
+    def loop_tile_columns(self) -> tuple[str, str]:
+        return self.col_axis.name, f"{self.col_axis.name}_mask"
+
+    def workspace_columns(self, index: int, columns: str) -> str:
+        """Columns `columns` past the start of partial `index`'s row (N a constant)."""
         assert self.workspace is not None
-        return self.workspace.pointer(self._program_id(), index)
+        return f"{self.workspace.pointer(self._program_id(), index)} + {columns}"
+
+    def store_columns_setup(self) -> list[str]:
+        """`_mo_cols`: a persistent row's columns; with several column axes (sub-axes of
+        the row), column = sum of axis * divisor, each within its length."""
+        index = {a.name: a.codegen_index(a.get_axis_direction()) for a in self.col_axes}
+        if len(self.col_axes) == 1:
+            return [f"_mo_cols = {index[self.col_axis.name]}"]
+        in_range = " & ".join(f"(({index[a.name]}) < {a.name}_numel)" for a in self.col_axes)
+        cols = " + ".join(f"({index[a.name]}) * {a.divisor}" for a in self.col_axes)
+        return [f"_mo_cols_mask = {in_range}", f"_mo_cols = {cols}"]
+
+    def stored_columns(self, tile: int) -> tuple[str, str]:
+        if len(self.col_axes) == 1:
+            return "_mo_cols", f"_mo_cols < {self.col_axis.name}_numel"
+        return "_mo_cols", "_mo_cols_mask"
 
     def codegen_body(self) -> None:
-        persistent = not self.column_tiled
-        if persistent and self.first_node and (self.loads or self.compute or self.stores):
-            shape = self._folded_shape()
-            for part in self.partials:
-                identity = COMBINE[part.reduction_type][0]
-                self.body.writeline(f"{part.acc} = tl.full({shape}, {identity}, "
-                                    f"{self.acc_type})")
-        super().codegen_body()  # type: ignore[misc]
-
-    def _write_workspace_stores(self) -> None:
-        """After the row loop, a persistent row's partials into the program's workspace
-        row; column tiles have added theirs inside the loop."""
-        if self.column_tiled or not self.partials:
-            return
-        if len(self.col_axes) == 1:
-            direction = self.col_axis.get_axis_direction()
-            cols = self.col_axis.codegen_index(direction)
-            mask = f"_mo_cols < {self.col_axis.name}_numel"
-        else:  # sub-axes of the row: column = sum of axis * divisor, each within its length
-            index = {a.name: a.codegen_index(a.get_axis_direction()) for a in self.col_axes}
-            cols = " + ".join(f"({index[a.name]}) * {a.divisor}" for a in self.col_axes)
-            self.body.writeline("_mo_cols_mask = " + " & ".join(
-                f"(({index[a.name]}) < {a.name}_numel)" for a in self.col_axes))
-            mask = "_mo_cols_mask"
-        self.body.writeline(f"_mo_cols = {cols}")
-        for part in self.partials:
-            self.body.writeline(
-                f"tl.store({self._workspace_row(part.index)} + _mo_cols, {part.acc}, "
-                f"{mask})")
+        """The accumulators go before torch_npu's row loop, written at its first flush."""
+        if self.first_node and (self.loads or self.compute or self.stores):
+            self._write_accumulators(self.body)
+        super().codegen_body()
 
 
 def use_mix_order_decorator(src: str, heuristic: str) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
-from ...plan.tuning import AscendTuning
 from ...plan.types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
 from . import ub as npu_ub
 from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES
+from .tuning import AscendTuning
 
 
 def vector_cores(device: DeviceInfo, options: PlanOptions) -> int:

@@ -7,8 +7,9 @@ from ...codegen.flavor import register as register_flavor
 from ...plan import Planner, register_planner
 from . import plan
 from .flavor import CudaFlavor
+from .tuning import CudaTuning
 
 register_planner(Planner("cuda", plan.fits, plan.plan, plan.profitable,
                          (torch.float32, torch.float64), plan.with_segments,
-                         device_types=("cuda",)))
+                         device_types=("cuda",), tuning=CudaTuning))
 register_flavor(CudaFlavor())

@@ -25,8 +25,8 @@ import dataclasses
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
-from ...plan.tuning import CudaTuning
 from ...plan.types import LaunchPlan, ShapeInfo
+from .tuning import CudaTuning
 
 #: Bytes of one DRAM sector: the unit a load request of a strided run fetches at least.
 SECTOR_BYTES = 32

@@ -10,7 +10,6 @@ import dataclasses
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
-from ...plan.tuning import CudaTuning
 from ...plan.types import (
     Config,
     FinalizeBlock,
@@ -21,6 +20,7 @@ from ...plan.types import (
     workspace_bytes,
 )
 from . import cost
+from .tuning import CudaTuning
 
 
 def partial_bytes(shape: ShapeInfo) -> int:

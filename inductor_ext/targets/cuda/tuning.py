@@ -1,0 +1,161 @@
+"""The CUDA target's tuning knobs: frozen defaults, each with the measurement behind it (a
+user changes one through `inductor_ext.config.tuning`, part of the cache key)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaTuning:
+    """The CUDA target's planning choices (measurements in bench/NOTES.md)."""
+
+    #: Elements of one [BLOCK_M, R0_BLOCK] tile at the largest config (configs also try a
+    #: half and a quarter of it): loads in flight per program vs fp32 accumulators.
+    tile_elems: int = 8192
+    #: Resident programs per SM at most (the workspace has one row per program).
+    programs_per_sm: int = 4
+    #: The same two for groups with an operand read with a stride along the row (a
+    #: transposed input): a row block then reads it in runs of XBLOCK elements, so fewer,
+    #: larger programs (twice the rows per tile, twice the warps) read longer runs. H100,
+    #: fused µs at 4 / 2 programs per SM: rms 16384x4096 bf16 536.6 / 303.6 (stock 366),
+    #: rms 65536x1024 bf16 198.5 / 175.6, sum 65536x1024 bf16 164.2 / 121.4 (stock 159),
+    #: fp32 278.7 / 212.9 (stock 274); one per SM at 32768 elements: about the same.
+    strided_tile_elems: int = 16384
+    strided_programs_per_sm: int = 2
+    #: Workspace bytes written may cost at most this share of the kernel's own bytes;
+    #: fewer programs per SM are used when they would (large N, few rows). Few rows per
+    #: program are not compensated with more programs: with strided rows and double
+    #: buffering, 132 programs of 31 rows beat 528 of 8 at 4096x4096.
+    max_workspace_share: float = 0.02
+    #: ...or this share of the L2, when larger: a workspace that small is read back by the
+    #: final step from L2, so a second program per SM (twice the loads in flight) costs
+    #: next to no DRAM bytes (4096x4096 bf16: 256 programs instead of 128).
+    max_workspace_l2_share: float = 0.25
+    #: Tile elements per warp for the middle num_warps choice.
+    elems_per_warp: int = 512
+    #: Warps per SM the configs may fill when every program is resident (64 regs/thread).
+    max_warps_per_sm: int = 32
+    #: Looped column-tiled kernels: row tile and rows per block.
+    column_tile: int = 2048
+    column_tiled_block_m: int = 2
+    #: Column-tiled rows whose partials fit this share of the register file unroll their
+    #: tiles (`register_tile` columns each, at most `max_register_tiles`) and keep every
+    #: partial in registers across the row loop; the second pass re-reads the row from L1.
+    register_partials_share: float = 0.5
+    register_tile: int = 4096
+    max_register_tiles: int = 16
+    #: ...and rows whose partials or L1 bytes are too many for one program split their
+    #: tiles over up to this many programs (column groups; each reads the whole row for
+    #: the row sums, the second read of the row in L2 shared by the group); 1: never.
+    #: `column_groups` > 0 takes that many wherever they fit (0: the fewest that fit;
+    #: more only where fewer do not: 4 were slower than 2 at N=32768, and faster than
+    #: looped tiles at 65536, where 2 do not fit).
+    max_column_groups: int = 4
+    column_groups: int = 0
+    #: A row whose tiles no group count shares evenly halves its tile once, down to this.
+    min_register_tile: int = 2048
+    #: Rows split into column groups sum the row in a run-time loop over the tiles; the
+    #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
+    #: the partials (H100, ln 2048x32768 bf16: 230 -> 224 us, ln 16384x32768 bf16 2216 ->
+    #: 1488, ln 2048x32768 fp32 965 -> 488); rows in one group keep them unrolled (rms
+    #: 2048x32768 bf16: 171.5 unrolled, 205.8 looped).
+    grouped_row_sum_loop: bool = True
+    #: Row sums of column-tiled rows fold runs of 8 columns (a thread's 16-byte vector of
+    #: bf16) in registers before accumulating (LayerNorm 8192x16384: 10 spills -> 0, -6%).
+    row_sum_chunk: int = 8
+    #: ...and their dx stores stream (`.cs`) (LayerNorm 8192x16384: -2%).
+    stream_column_tiled_stores: bool = True
+    #: ...and the row loads of register-tiled kernels lose Inductor's evict_last, which
+    #: also pinned the rows in L2 (LayerNorm 8192x16384: -2 us).
+    unpin_register_tiled_rows: bool = True
+    #: The interpreter would time every config by running it: off unless a test asks.
+    autotune_on_cpu: bool = False
+    #: One dependent DRAM load round trip under load (H100: about a microsecond).
+    load_round_trip_s: float = 1e-6
+    #: Rows (padded) whose loads are double-buffered in registers: past 8192 a second row
+    #: block no longer fits beside the partials; 128 is the shortest row measured...
+    prefetch_min_n: int = 128
+    prefetch_max_n: int = 8192
+    #: ...in programs that own at least this many rows.
+    prefetch_min_rows: int = 16
+    #: Live bytes of one persistent row allowed per SM register file (past it: column
+    #: tiles; LayerNorm at N=16384 spilled).
+    register_budget: float = 1.125
+    #: Spread the row blocks evenly: the fewest programs that still need the same number
+    #: of iterations, so no program runs an iteration alone at the end.
+    balance_rows: bool = True
+    #: Configs whose extra waves would cost more than this share of the kernel's DRAM
+    #: time are not timed (LayerNorm 4096x4096: two waves, 0.83 -> 0.74 of copy).
+    wave_cost_share: float = 0.02
+    #: Final steps with more programs than this per SM run at half the warps.
+    final_step_programs_per_sm: int = 4
+    #: Cost model (plan/cost.py), fitted on the H100 sweep bench/results/
+    #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
+    #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
+    #: and of upstream's own mix-order kernel.
+    fused_overhead_s: float = 3.2e-6
+    fused_efficiency: float = 0.881
+    unfused_overhead_s: float = 8.0e-6
+    unfused_efficiency: float = 0.747
+    upstream_overhead_s: float = 16.4e-6
+    upstream_efficiency: float = 0.801
+    #: Looped column tiles: one pass over one column tile of one row block (ln
+    #: 2048x32768 bf16: 611 us for 8 row blocks x 16 tiles x 2 passes per program).
+    looped_tile_s: float = 2.4e-6
+    #: Rows split into column groups: each extra group's read of the shared [M, N] inputs
+    #: (for its row sums), as a multiple of their DRAM time (fitted on the sweep's 4
+    #: grouped rows: 0.55, most of it from L2).
+    column_group_read_cost: float = 0.55
+    #: Fewer rows per program than this: a workspace row per program and the final step
+    #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
+    #: 16 rows each, one row block: 1.5-2.2x).
+    min_rows_per_program: int = 4
+    #: Strided operands (plan/cost.py), fitted by bench/fit_cost_model.py on the sweep's
+    #: transposed / contiguous pairs: the fused loop's time per contiguous run of one, as
+    #: a multiple of a 32-byte sector's DRAM time (at the strided tiles above: 8-byte runs,
+    #: rms 16384x4096 bf16: +160 us over its coalesced twin; 256-byte runs, sums 262144x256
+    #: fp32: +8 us) ...
+    strided_sector_cost: float = 0.96
+    #: ... and Inductor's unfused kernels' time per strided byte, as a multiple of its DRAM
+    #: time, in the row kernel (sum pairs: +2..24 us) and, for the bytes it shares, in the
+    #: column kernel as well (rms: +75..125 us).
+    strided_row_kernel_cost: float = 0.20
+    strided_column_kernel_cost: float = 2.22
+    #: Strided groups fuse only when predicted below this share of stock: the lowest
+    #: predicted ratio of a transposed pair measured slower fused, 1 while none is (all 21
+    #: pairs of the H100 sweeps ran 1.06-2.06x faster fused at the strided tiles).
+    strided_stock_share: float = 1.0
+    #: Column strips (split rows walked one piece per program, `ShapeInfo.walks_pieces`):
+    #: their measured time over the fused model's on the transposed sum pairs, fitted on
+    #: cost_sweep_strips_h100.csv (11.6 us; 3.5-18 us over its 4 and the 9 held out). A
+    #: program walks only 8-16 row blocks of one piece, so the loop's first loads and its
+    #: tail are not hidden, and Inductor's second stage follows.
+    strip_overhead_s: float = 11.6e-6
+    #: Unrolled column tiles read a row block's [M, N] inputs a second time from L1; they
+    #: are used only when the block fits this share of the L1 (fp32 rows of 32768 do not:
+    #: 0.94x of stock), and the configs of two rows per iteration only when two do.
+    register_rows_l1_share: float = 0.75
+    #: "contiguous": each program owns one chunk of rows; "strided": row block i goes to
+    #: program i % programs, so the programs' loads advance through memory side by side.
+    row_order: str = "strided"
+    #: Row blocks ahead that each iteration hints into L2 (Hopper bulk prefetch); 0: none.
+    #: Only in loops whose loads are not double-buffered in registers.
+    l2_prefetch_distance: int = 1
+    #: ...in register-tiled row loops only while every program's hinted row block fits
+    #: this share of the L2 together (`plan.cuda.hint_fits_l2` has the measurements).
+    register_tiled_hint_l2_share: float = 0.25
+    #: Off on CPU (no L2 to hint; the interpreter runs the hint as a no-op): tests turn it
+    #: on to read the generated source and run the kernel that carries it.
+    l2_prefetch_on_cpu: bool = False
+    #: Share of a second-pass hint's lines that enter L2 as evict_last (0: the plain
+    #: hint). Off: +6.5% with a clean L2 but -6.6% with a dirty one (ln 8192x16384).
+    l2_keep_fraction: float = 0.0
+    #: Launch the final step early with programmatic dependent launch (sm_90 and later).
+    final_step_pdl: bool = True
+    #: Final step: columns per program, fp32 values per tile over all partials, warps.
+    final_step_columns: int = 16
+    final_step_tile: int = 16384
+    final_step_warps: int = 8
+    #: Use the generated final step (False: one ATen reduce per output).
+    generated_final_step: bool = True

@@ -1,0 +1,117 @@
+"""The decline reasons have one owner, `inductor_ext.reasons.Reason`: the README's table is
+rendered from it, the counters and tables take only its members, the package names no
+code as a bare string, and the report describes each code from it."""
+
+import ast
+import io
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import inductor_ext
+from inductor_ext import metrics, report
+from inductor_ext.reasons import RETIRED, Reason, UnknownReason, describe, render_table
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _readme_table() -> str:
+    """The README's table of reasons: the block of table lines from its header on."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    header = [i for i, line in enumerate(lines) if line == "| Reason code | Meaning |"]
+    assert len(header) == 1, "README.md must hold one table of reasons"
+    end = header[0]
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[header[0]:end]) + "\n"
+
+
+def test_readme_holds_exactly_the_rendered_table():
+    """Regenerate with `python -m inductor_ext.report --reasons` and paste over the README's."""
+    assert _readme_table() == render_table()
+
+
+def test_the_module_prints_the_table():
+    res = subprocess.run([sys.executable, "-m", "inductor_ext.report", "--reasons"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout == render_table()
+
+
+def test_every_member_is_a_code_with_a_one_line_description():
+    codes = [reason.value for reason in Reason]
+    assert len(set(codes)) == len(codes)
+    for reason in Reason:
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", reason.value)
+        assert reason.code == reason.value == str(reason) == f"{reason}" == f"{reason:s}"
+        assert reason.name == reason.value.upper()
+        assert reason.description and "\n" not in reason.description + reason.notes
+        assert "|" not in reason.description + reason.notes  # a markdown table cell
+        assert Reason(reason.value) is reason
+    assert metrics.REASONS == tuple(codes)
+    assert not set(RETIRED) & set(codes)
+
+
+def test_not_persistent_is_split_into_its_causes():
+    assert "not_persistent" in RETIRED
+    for code in ("no_tile_fits", "tiled_row_reads", "tiled_non_sum"):
+        assert code in RETIRED["not_persistent"]
+        assert Reason(code).description
+
+
+def test_a_decline_takes_a_member_only(interp):
+    metrics.record_reject(Reason.NOT_PROFITABLE, detail="ok")
+    assert inductor_ext.metrics.rejected_pairs == {"not_profitable": 1}
+    for bad in ("not_profitable", "not_persistent", "no_such_reason", None):
+        with pytest.raises(UnknownReason, match="not an inductor_ext.reasons.Reason"):
+            metrics.record_reject(bad)
+    assert inductor_ext.metrics.rejected_pairs == {"not_profitable": 1}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.body and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)):
+            out.add(id(node.body[0].value))
+    return out
+
+
+def test_the_package_names_no_reason_as_a_bare_string():
+    """Outside reasons.py a decline names its reason as a member (`Reason.SPLIT_ROWS`),
+    so that every code written has a description; docstrings may mention codes."""
+    codes = {reason.value for reason in Reason} | set(RETIRED)
+    found = []
+    for path in sorted((ROOT / "inductor_ext").rglob("*.py")):
+        if path.name == "reasons.py" and path.parent.name == "inductor_ext":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and node.value in codes and id(node) not in docs]
+    assert found == []
+
+
+def test_describe_a_table_code():
+    assert describe("dynamic_n") == Reason.DYNAMIC_N.description
+    assert "no_tile_fits" in describe("not_persistent")  # a table from an older version
+    assert "not a reason code" in describe("no_such_reason")
+
+
+def test_the_report_describes_each_reason():
+    rows = [{"reason": "tiled_non_sum", "norms": "", "graph_id": "g"},
+            {"reason": "tiled_non_sum", "norms": "", "graph_id": "g"},
+            {"reason": "not_persistent", "norms": "", "graph_id": "g"}]
+    out = io.StringIO()
+    report.summarize({metrics.REJECT_TABLE: rows}, out)
+    lines = out.getvalue().splitlines()
+    tiled = next(line for line in lines if line.strip().startswith("tiled_non_sum"))
+    assert tiled.split()[1] == "2" and Reason.TILED_NON_SUM.description in tiled
+    old = next(line for line in lines if line.strip().startswith("not_persistent"))
+    assert "retired" in old
