@@ -7,7 +7,7 @@ each decision), so this line is all a warm compile's log says of them.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Mapping
 
 from . import compat, logs, metrics
 from .logs import log
@@ -20,7 +20,7 @@ def install_cache_hit_hook() -> bool:
     return compat.after_fx_cache_hit(_log_cache_hit)
 
 
-def _log_cache_hit(counter_deltas: Any) -> None:
+def _log_cache_hit(counter_deltas: Mapping[str, int] | None) -> None:
     try:
         logs.log_cache_hit(metrics.replayed(counter_deltas))
     except Exception:  # a log line must never break loading a cached graph

@@ -12,9 +12,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sympy
 import torch
@@ -57,6 +57,9 @@ from torch._inductor.virtualized import V
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 if TYPE_CHECKING:
+    from torch._inductor.codegen.common import SchedulingConstructor
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+    from torch._inductor.dependencies import Dep
     from torch._inductor.sizevars import SizeVarAllocator
 
 try:  # torch >= 2.12 keys the FX graph cache on a scheduler pass's uuid()
@@ -70,7 +73,7 @@ except ImportError:  # torch 2.11: post-fusion passes are plain callables
         """Stand-in with the same interface as torch >= 2.12's CustomSchedulerPass."""
 
         @abc.abstractmethod
-        def __call__(self, nodes: list[Any]) -> list[Any]: ...
+        def __call__(self, nodes: list[BaseSchedulerNode]) -> list[BaseSchedulerNode]: ...
 
         @abc.abstractmethod
         def uuid(self) -> Any: ...
@@ -82,7 +85,7 @@ except ImportError:  # torch 2.11: post-fusion passes are plain callables
 CACHE_KEY_CARRIER_KEY = None if _SCHEDULER_PASS_IN_CACHE_KEY else "_pre_fusion_custom_pass"
 
 
-def cache_key_carrier(source: Any) -> Any:
+def cache_key_carrier(source: CustomSchedulerPass) -> CustomGraphPass:
     """A no-op pre-fusion CustomGraphPass whose uuid() is `source.uuid()`."""
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
@@ -185,9 +188,10 @@ def after_split_reduction(after: Callable[..., None]) -> None:
 
     def create_multilayer(cls: type, device: torch.device, dst_dtype: torch.dtype,
                           src_dtype: torch.dtype, inner_fn: Callable[..., Any],
-                          ranges: Sequence[Any], reduction_ranges: Sequence[Any],
-                          reduction_type: str, split: Any, reduction_hint: Any,
-                          input_node: Any = None, **kwargs: Any) -> Any:
+                          ranges: Sequence[sympy.Expr], reduction_ranges: Sequence[sympy.Expr],
+                          reduction_type: str, split: int | sympy.Expr,
+                          reduction_hint: ir.ReductionHint, input_node: ir.IRNode | None = None,
+                          **kwargs: Any) -> ir.TensorBox:
         # torch 2.14 added a keyword-only `strict_sum`, renamed `strict_reduction` in 2.15
         # (config.numerics="strict": eager's reduction order). Pass any such keyword on.
         out = _original_create_multilayer(
@@ -202,7 +206,7 @@ def after_split_reduction(after: Callable[..., None]) -> None:
     ir.Reduction.create_multilayer = classmethod(create_multilayer)  # type: ignore[method-assign, assignment]
 
 
-def after_fx_cache_hit(on_hit: Callable[[Any], None]) -> bool:
+def after_fx_cache_hit(on_hit: Callable[[Mapping[str, int] | None], None]) -> bool:
     """Call `on_hit(counter_deltas)` after the FX graph cache replays a cached graph's
     counter changes (FxGraphCache.cache_hit_post_compile, torch 2.11-2.15). False where
     that seam does not exist. Wraps whatever is there: call it once."""
@@ -249,7 +253,7 @@ def default_sizes_body(buf: ir.ComputedBuffer
     return sizes, body
 
 
-def reads_rows_contiguously(dep: Any) -> bool:
+def reads_rows_contiguously(dep: Dep) -> bool:
     """Whether a row reduction's read walks memory with stride 1 along the reduced (last)
     axis; anything Inductor cannot tell counts as contiguous."""
     check = getattr(dep, "stride1_for_last_dim", None)
@@ -262,7 +266,7 @@ def reads_rows_contiguously(dep: Any) -> bool:
 _STRICT_RBLOCK_FIELDS = ("strict_reduction_rblock", "strict_sum_rblock")
 
 
-def is_strict_reduction(snode: Any) -> bool:
+def is_strict_reduction(snode: BaseSchedulerNode) -> bool:
     """Whether this node is a reduction whose summation order Inductor promised to keep;
     the fused kernel would change it (upstream's mix-order declines these too)."""
     data = getattr(getattr(snode, "node", None), "data", None)
@@ -297,8 +301,8 @@ def sizevars() -> SizeVarAllocator:
     return getattr(graph, "sizevars", None) or SizeVarAllocator()
 
 
-def memory_indices(body: LoopBody, args: Sequence[Sequence[Any]], buffer: str,
-                   kind: str) -> list[Any]:
+def memory_indices(body: LoopBody, args: Sequence[Sequence[sympy.Expr]], buffer: str,
+                   kind: str) -> list[sympy.Expr]:
     """The index expressions at which a LoopBody accesses `buffer` (`kind`: "load",
     "store" or "store_reduction"), its loop variables replaced by `args` (one list per
     range group, as the body is called)."""
@@ -381,7 +385,7 @@ def _hint_from_strides(snode: SchedulerNode) -> str | None:
     return None
 
 
-def _stride(index: sympy.Expr, var: sympy.Symbol) -> Any:
+def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr | int:
     return sympy.expand(index).coeff(var, 1) if var in index.free_symbols else 0
 
 
@@ -409,9 +413,12 @@ def simplify_indexing(handler: Any, var_ranges: dict[sympy.Symbol, sympy.Expr]
     return SimplifyIndexing(handler, var_ranges)
 
 
-def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
+_Kernel = TypeVar("_Kernel")
+
+
+def make_kernel(kernel_cls: Callable[..., _Kernel], tiling: dict[str, sympy.Expr],
                 features: SIMDKernelFeatures, fixed_config: dict[str, int],
-                persistent: bool = True) -> Any:
+                persistent: bool = True) -> _Kernel:
     """Construct a TritonKernel subclass with a fixed launch config, its row reduction
     persistent (whole row in one tile) or looped over column tiles."""
     return kernel_cls(
@@ -422,7 +429,7 @@ def make_kernel(kernel_cls: Callable[..., Any], tiling: dict[str, Any],
     )
 
 
-def triton_scheduling_of(backend: Any) -> Any:
+def triton_scheduling_of(backend: object) -> TritonScheduling | None:
     """The TritonScheduling behind a device backend. Combined schedulings (CUDA's, and
     torch_npu's, which also subclasses TritonScheduling itself) delegate Triton kernels to
     their `_triton_scheduling`, whose kernel class is the one the device really uses."""
@@ -434,7 +441,7 @@ def triton_scheduling_of(backend: Any) -> Any:
     return None
 
 
-def simd_numels(group: Any) -> tuple[Any, Any] | None:
+def simd_numels(group: Any) -> tuple[int | sympy.Expr, int | sympy.Expr] | None:
     """(numel, rnumel) of a node's `group` from a SIMD (Triton) scheduling, else None.
 
     Inductor's Triton scheduling groups by numbers. torch_npu's groups each side as a
@@ -453,7 +460,7 @@ def simd_numels(group: Any) -> tuple[Any, Any] | None:
     return out[0], out[1]
 
 
-def scheduling_class_for(device_type: str) -> Any:
+def scheduling_class_for(device_type: str) -> SchedulingConstructor | None:
     """The scheduling class registered for a device type (None if none is)."""
     from torch._inductor.codegen.common import get_scheduling_for_device
 
@@ -495,7 +502,7 @@ def dram_bytes_per_s(device: torch.device) -> float | None:
         return None
 
 
-def compile_config(autotuner: Any, config: Any) -> Any:
+def compile_config(autotuner: CachingAutotuner, config: Any) -> Any:
     """Compile one launch config of a kernel's autotuner, as its precompile does for each
     (`_precompile_config` in Inductor 2.11-2.15 and in torch_npu's NPUCachingAutotuner)."""
     compile_one = getattr(autotuner, "_precompile_config", None)

@@ -5,18 +5,21 @@ neither."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import metrics
 from .compat import V
 from .logs import log
 from .reasons import Reason
 
+if TYPE_CHECKING:
+    import sympy
+
 #: Keys of the warnings already printed in this process (later ones go to debug).
 warned: set[str] = set()
 
 
-def warn_once(key: str, msg: str, *args: Any) -> None:
+def warn_once(key: str, msg: str, *args: object) -> None:
     if key not in warned:
         warned.add(key)
         log.warning(msg, *args)
@@ -43,7 +46,8 @@ def graph_id() -> str:
     return f"{gid} {part}".strip()
 
 
-def decline(names: str, M: Any, N: Any, reason: Reason, detail: str, **fields: Any) -> None:
+def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: str,
+            **fields: str) -> None:
     """Count, log and (if the table is on) record one declined candidate; `fields` are the
     reject table's columns in the user's terms (norms, kind, modules, source)."""
     metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch._dynamo.utils import counters
@@ -76,7 +76,7 @@ def table_enabled(name: str) -> bool:
         return inductor_metrics.is_metric_table_enabled(name)
 
 
-def _add_row(name: str, row_fn: Callable[[], dict[str, Any]]) -> None:
+def _add_row(name: str, row_fn: Callable[[], Mapping[str, object]]) -> None:
     if not table_enabled(name):
         return
 
@@ -120,7 +120,7 @@ def reset() -> None:
         del inductor[key]
 
 
-def record_kernel(row: dict[str, Any] | None = None) -> None:
+def record_kernel(row: Mapping[str, object] | None = None) -> None:
     """Count one fused kernel and, if the table is on, write its mix_order_fusion row."""
     counters["inductor"][_KERNELS_KEY] += 1
     if hasattr(inductor_metrics, "codegen_mix_order_reduction"):
@@ -144,8 +144,8 @@ def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
         counters["inductor"][_NORMS_DECLINED_PREFIX + reason] += count
 
 
-def record_reject(reason: Reason, nodes: str = "", M: Any = "", N: Any = "",
-                  detail: str = "", graph_id: Any = "", norms: str = "", kind: str = "",
+def record_reject(reason: Reason, nodes: str = "", M: object = "", N: object = "",
+                  detail: str = "", graph_id: object = "", norms: str = "", kind: str = "",
                   modules: str = "", source: str = "") -> None:
     """Count one decline and, if the table is on, write its mix_order_reject row. Anything
     but a `Reason` member raises `reasons.UnknownReason` (a programming error)."""
@@ -156,7 +156,7 @@ def record_reject(reason: Reason, nodes: str = "", M: Any = "", N: Any = "",
                                     "kind": kind, "modules": modules, "source": source})
 
 
-def replayed(counter_deltas: Any) -> dict[str, int]:
+def replayed(counter_deltas: Mapping[str, int] | None) -> dict[str, int]:
     """Our decisions among an FX-graph cache entry's changes of the "inductor" counters."""
     out: dict[str, int] = {}
     for key, count in dict(counter_deltas or {}).items():

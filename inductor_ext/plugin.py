@@ -8,7 +8,6 @@ either gives a new cache key.
 from __future__ import annotations
 
 import pathlib
-from typing import Any
 
 from . import cache_hits, compat, scheduling
 from . import config as ext_config
@@ -28,7 +27,7 @@ class MixOrderPass(CustomSchedulerPass):
         ext_config.validate()  # a bad option is the user's error: raise, don't fall back
         return hook.run(nodes, scheduling.install_backend_wrapper)
 
-    def uuid(self) -> Any:
+    def uuid(self) -> str:
         # Sources and data (the NPU UB calibration table decides launch plans too).
         sources = tuple(sorted(str(p) for p in _PACKAGE_DIR.rglob("*")
                                if p.suffix in (".py", ".json")))
@@ -42,19 +41,19 @@ class MixOrderPass(CustomSchedulerPass):
 MIX_ORDER_PASS = MixOrderPass()
 _CARRIER = compat.cache_key_carrier(MIX_ORDER_PASS) if compat.CACHE_KEY_CARRIER_KEY else None
 
-_saved_upstream: list[Any] = []
+_saved_upstream: list[bool] = []
 
 
 def is_enabled() -> bool:
     return isinstance(getattr(inductor_config, _PASS_KEY, None), MixOrderPass)
 
 
-def options() -> dict[str, Any]:
+def options() -> dict[str, object]:
     """Inductor config entries that turn the plugin on (and upstream's mix-order off)."""
     ext_config.validate()
     unsplit.install_lowering_hooks(is_enabled)
     cache_hits.install_cache_hit_hook()
-    opts: dict[str, Any] = {_PASS_KEY: MIX_ORDER_PASS}
+    opts: dict[str, object] = {_PASS_KEY: MIX_ORDER_PASS}
     if compat.CACHE_KEY_CARRIER_KEY:
         held = getattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)
         if held is None or held is _CARRIER:
@@ -94,7 +93,7 @@ def disable() -> None:
         inductor_config.triton.mix_order_reduction = _saved_upstream.pop()
 
 
-def _set(key: str, value: Any) -> None:
+def _set(key: str, value: object) -> None:
     obj = inductor_config
     *parents, leaf = key.split(".")
     for part in parents:

@@ -7,6 +7,7 @@ group's original nodes with Inductor's own kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,7 +15,7 @@ import torch
 from . import compat
 from .codegen import schedulings
 from .codegen.driver import codegen_mix_order
-from .compat import FusedSchedulerNode, Scheduler
+from .compat import FusedSchedulerNode, Scheduler, TritonScheduling
 from .diagnostics import decline, warn_once
 from .ir.node import MixOrderNode
 from .reasons import Reason
@@ -39,7 +40,8 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
     vars(backend).update(codegen_node=codegen_node, _inductor_ext_wrapped=True)
 
 
-def _codegen_or_fallback(sched: Scheduler, triton_sched: Any, original: Any,
+def _codegen_or_fallback(sched: Scheduler, triton_sched: TritonScheduling,
+                         original: Callable[..., None],
                          node: MixOrderNode) -> None:
     try:
         adapter = schedulings.adapter_for(triton_sched)

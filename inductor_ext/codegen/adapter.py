@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import compat
-from ..compat import SIMDKernelFeatures, TritonKernel
+from ..compat import SIMDKernelFeatures, TritonKernel, TritonScheduling
 from ..ir.node import MixOrderNode
 from ..plan import LaunchPlan
 from .column_body import ColumnBody
@@ -29,8 +29,8 @@ class KernelAdapter:
         """The node schedule the kernel is built from (and its nodes codegen'd in)."""
         return node_schedule
 
-    def make_kernel(self, scheduling: Any, node: MixOrderNode, node_schedule: list[Any],
-                    columns: list[ColumnBody]) -> MixOrderKernelBase:
+    def make_kernel(self, scheduling: TritonScheduling, node: MixOrderNode,
+                    node_schedule: list[Any], columns: list[ColumnBody]) -> MixOrderKernelBase:
         plan: LaunchPlan = node.plan
         flavor = get_flavor(plan.target)
         features = SIMDKernelFeatures(node_schedule, node.M, node.N)
@@ -42,7 +42,7 @@ class KernelAdapter:
             lambda *a, **k: kernel_cls(*a, plan=plan, flavor=flavor, **k),
             {"x": node.M, "r0_": node.N}, features, fixed, persistent=not plan.column_tiled)
 
-    def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
+    def define_kernel(self, scheduling: TritonScheduling, src_code: str, node_schedule: list[Any],
                       kernel: MixOrderKernelBase) -> str:
         """Register the source with the wrapper; returns the kernel's name."""
         return scheduling.define_kernel(src_code, node_schedule, kernel)

@@ -7,12 +7,19 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import sympy
 
 from .. import compat, diagnostics, metrics
-from ..compat import DisableReduction, EnableReduction, V
+from ..compat import (
+    DisableReduction,
+    EnableReduction,
+    Scheduler,
+    SchedulerNode,
+    TritonScheduling,
+    V,
+)
 from ..ir.node import MixOrderNode
 from ..plan import LaunchPlan
 from . import finalize, precompile
@@ -23,7 +30,8 @@ from .partial_ops import PartialAccumulateOps
 from .workspace import Workspace
 
 
-def _scheduled_nodes(kernel: MixOrderKernelBase, node_schedule: list[Any]) -> Iterator[Any]:
+def _scheduled_nodes(kernel: MixOrderKernelBase, node_schedule: list[Any]
+                     ) -> Iterator[SchedulerNode]:
     """The scheduler nodes of an Inductor node schedule, each yielded inside the
     reduction on/off scope its markers call for."""
     with contextlib.ExitStack() as stack:
@@ -36,11 +44,11 @@ def _scheduled_nodes(kernel: MixOrderKernelBase, node_schedule: list[Any]) -> It
                 yield item
 
 
-def codegen_mix_order(scheduling: Any, node: MixOrderNode,
+def codegen_mix_order(scheduling: TritonScheduling, node: MixOrderNode,
                       adapter: KernelAdapter = INDUCTOR_ADAPTER) -> None:
     """Emit the fused kernel for a MixOrderNode through a device's Triton scheduling."""
     plan: LaunchPlan = node.plan
-    sched = scheduling.scheduler
+    sched = cast("Scheduler", scheduling.scheduler)  # set on every scheduling that codegens
     inner_nodes = [n for n in node.inner_nodes if n.get_name() not in sched.removed_ops]
     node_schedule = scheduling.generate_node_schedule(inner_nodes, node.M, node.N)
     columns = [column_body(col, node.M, node.N) for col in node.columns]
@@ -55,7 +63,7 @@ def codegen_mix_order(scheduling: Any, node: MixOrderNode,
         sympy.Integer(layout.numel), plan.looped_column_tiles, dtype=layout.dtype))
 
     with kernel:
-        all_indexing: dict[Any, None] = {}
+        all_indexing: dict[sympy.Expr, None] = {}
         for item in _scheduled_nodes(kernel, node_schedule):
             item.decide_inplace_update()
             index_vars = kernel.split_and_set_ranges(item.get_ranges())
@@ -113,7 +121,7 @@ def codegen_mix_order(scheduling: Any, node: MixOrderNode,
 
 
 def _fusion_row(node: MixOrderNode, kernel: MixOrderKernelBase, kernel_name: str,
-                src_code: str) -> dict[str, Any]:
+                src_code: str) -> dict[str, object]:
     """The mix_order_fusion table row of one generated kernel."""
     plan: LaunchPlan = node.plan
     K = len(kernel.partials)

@@ -20,6 +20,9 @@ from ..plan import FinalizeBlock
 from ..runtime import autotune
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..compat import TritonScheduling
     from .adapter import KernelAdapter
     from .kernel_base import MixOrderKernelBase
 
@@ -170,8 +173,9 @@ def prepare(kernel: MixOrderKernelBase, main_src: str) -> tuple[str, dict[str, A
     return source(kernel, main_src, block)
 
 
-def define(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: Any,
-           node_schedule: Any, src: str, triton_meta: dict[str, Any]) -> Any:
+def define(kernel: MixOrderKernelBase, adapter: KernelAdapter, scheduling: TritonScheduling,
+           node_schedule: list[Any], src: str, triton_meta: dict[str, Any]
+           ) -> Callable[[], None]:
     """Define the final-step kernel; returns a callable that writes its launch."""
     P = kernel.plan.programs
     N = kernel.row_length

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import compat
-from ..compat import IndentedBuffer, V
+from ..compat import IndentedBuffer, V, ir
 from ..ir.combine import ATEN_REDUCE, COMBINE
 from ..plan import LaunchPlan
 from .flavor import TargetFlavor
@@ -208,7 +208,8 @@ class MixOrderKernelBase(_KernelBase):
                                f"{value}{f', {mask}' if mask else ''})")
 
     # -- launch: the fused kernel, then the tiny final step -----------------------------
-    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+    def call_kernel(self, name: str, node: ir.IRNode | None = None,
+                    deallocate_ws: bool = True) -> None:
         super().call_kernel(name, node, deallocate_ws=False)
         if self.finalize_launch is not None:
             self.finalize_launch()

@@ -123,7 +123,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
             return
         super().codegen_iteration_ranges_entry(entry)
 
-    def _get_grid_type(self) -> Any:
+    def _get_grid_type(self) -> type[FixedGrid]:
         return FixedGrid
 
     # An instance method on purpose (Inductor's is a classmethod): the meta is the plan's.

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .adapter import INDUCTOR_ADAPTER, KernelAdapter
+
+if TYPE_CHECKING:
+    from ..compat import TritonScheduling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,9 +20,9 @@ class VendorScheduling:
 
     name: str
     #: The adapter for a scheduling of this vendor's that the target serves; None otherwise.
-    adapter_for: Callable[[Any], KernelAdapter | None]
+    adapter_for: Callable[[TritonScheduling], KernelAdapter | None]
     #: Why a scheduling of this vendor's cannot be served (None: it can, or not theirs).
-    unsupported: Callable[[Any], str | None]
+    unsupported: Callable[[object], str | None]
 
 
 _VENDORS: dict[str, VendorScheduling] = {}
@@ -30,7 +33,7 @@ def register(vendor: VendorScheduling) -> VendorScheduling:
     return vendor
 
 
-def adapter_for(scheduling: Any) -> KernelAdapter:
+def adapter_for(scheduling: TritonScheduling) -> KernelAdapter:
     """The adapter of a device's Triton scheduling: a vendor's, else Inductor's own."""
     for vendor in _VENDORS.values():
         adapter = vendor.adapter_for(scheduling)
@@ -39,7 +42,7 @@ def adapter_for(scheduling: Any) -> KernelAdapter:
     return INDUCTOR_ADAPTER
 
 
-def unsupported(scheduling: Any) -> str | None:
+def unsupported(scheduling: object) -> str | None:
     """Why the plugin cannot generate through this device scheduling (None: it can)."""
     for vendor in _VENDORS.values():
         why = vendor.unsupported(scheduling)

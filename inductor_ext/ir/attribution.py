@@ -4,7 +4,6 @@ table fields (found by scheduler/origin.py)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 
 @dataclasses.dataclass
@@ -21,11 +20,11 @@ class Attribution:
     def kind(self) -> str:
         return "norm" if self.norms else "other"
 
-    def fusion_fields(self) -> dict[str, Any]:
+    def fusion_fields(self) -> dict[str, str | int]:
         return {"norms": " ".join(self.norms), "norm_columns": self.norm_columns,
                 "other_columns": self.other_columns, "modules": " ".join(self.modules),
                 "source": " ".join(self.sources)}
 
-    def reject_fields(self) -> dict[str, Any]:
+    def reject_fields(self) -> dict[str, str]:
         return {"norms": " ".join(self.norms), "kind": self.kind,
                 "modules": " ".join(self.modules), "source": " ".join(self.sources)}

@@ -10,15 +10,14 @@ reduction's own order is what lets both sides share the same loads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import sympy
 
 from ..compat import FloorDiv, LoopBody, ModularIndexing, index_vars_no_squeeze
 
 
-def rows_first_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any]
-                    ) -> tuple[LoopBody, list[list[Any]]]:
+def rows_first_body(body: LoopBody, iter_sizes: Sequence[sympy.Expr],
+                    red_sizes: Sequence[sympy.Expr]) -> tuple[LoopBody, list[list[sympy.Expr]]]:
     """The column reduction's LoopBody re-expressed with its row (reduction) variables first:
     (body, [row sizes, column sizes]). Called as `body(row_vars, col_vars)`, it is the
     (x, r) order of the fused kernel, so code that walks a kernel's nodes by their ranges
@@ -29,7 +28,7 @@ def rows_first_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequen
     return swapped, [list(red_sizes), list(iter_sizes)]
 
 
-def split_point(sizes: Sequence[Any], rows: Any) -> int | None:
+def split_point(sizes: Sequence[sympy.Expr], rows: sympy.Expr) -> int | None:
     """k such that sizes[:k] are the rows (their product is `rows`), else None."""
     product = sympy.Integer(1)
     for k in range(len(sizes) + 1):
@@ -40,7 +39,7 @@ def split_point(sizes: Sequence[Any], rows: Any) -> int | None:
     return None
 
 
-def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
+def _coords(expr: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     """The row-major coordinates over `sizes` of a flat index expression `expr`."""
     out: list[sympy.Expr] = []
     for i, size in enumerate(sizes):
@@ -54,8 +53,8 @@ def _coords(expr: sympy.Expr, sizes: Sequence[Any]) -> list[sympy.Expr]:
     return out
 
 
-def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: Any
-                   ) -> tuple[LoopBody, list[list[Any]]] | None:
+def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[sympy.Expr]], M: sympy.Expr,
+                   N: sympy.Expr) -> tuple[LoopBody, list[list[sympy.Expr]]] | None:
     """A [rows, columns] node's LoopBody with its row variables joined into one (and its
     column variables into one) where the index expressions allow it: (body, its ranges),
     or None when its sizes do not split into M rows and N columns or nothing joins.
@@ -97,19 +96,19 @@ def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[Any]], M: Any, N: A
     return None  # already one variable per side, or no side joins
 
 
-def _side_sizes(group: Sequence[Any], joined: bool) -> list[Any]:
+def _side_sizes(group: Sequence[sympy.Expr], joined: bool) -> list[sympy.Expr]:
     return [sympy.Mul(*group)] if joined else list(group)
 
 
-def _ranges(groups: Sequence[Sequence[Any]], join: Sequence[bool], reduction: bool
-            ) -> list[list[Any]]:
+def _ranges(groups: Sequence[Sequence[sympy.Expr]], join: Sequence[bool], reduction: bool
+            ) -> list[list[sympy.Expr]]:
     sides = [_side_sizes(g, j) for g, j in zip(groups, join)]
     if reduction:
         return [sides[0], sides[1]]
     return [[size for side in sides for size in side], []]
 
 
-def _joined_body(body: LoopBody, groups: Sequence[Sequence[Any]], join: Sequence[bool],
+def _joined_body(body: LoopBody, groups: Sequence[Sequence[sympy.Expr]], join: Sequence[bool],
                  reduction: bool) -> tuple[LoopBody, list[sympy.Symbol | None]]:
     """The body over new variables, one per joined group and one per dimension of the
     others; with each group's joined variable (None where not joined)."""
@@ -143,9 +142,10 @@ def _under_div_or_mod(body: LoopBody, var: sympy.Symbol) -> bool:
                for atom in sympy.sympify(expr).atoms(FloorDiv, ModularIndexing))
 
 
-def segmented_body(body: LoopBody, iter_sizes: Sequence[Any], red_sizes: Sequence[Any],
-                   segments: Any, M: Any, N: Any, interleaved: bool = False
-                   ) -> tuple[LoopBody, list[list[Any]]] | None:
+def segmented_body(body: LoopBody, iter_sizes: Sequence[sympy.Expr],
+                   red_sizes: Sequence[sympy.Expr], segments: sympy.Expr, M: sympy.Expr,
+                   N: sympy.Expr, interleaved: bool = False
+                   ) -> tuple[LoopBody, list[list[sympy.Expr]]] | None:
     """A segmented column reduction ([B, T, N] -> [B, N]) over the fused kernel's axes:
     (body called as body([row], [column]), [[M], [N]]), its sample b = row // T, its
     reduction index t = row % T, its column n = column; None when its output does not

@@ -48,7 +48,7 @@ class MixOrderNode(FusedSchedulerNode):
         return a.norms, a.norm_columns, a.other_columns
 
     @property
-    def table_fields(self) -> dict[str, Any]:
+    def table_fields(self) -> dict[str, str | int]:
         """The mix_order_fusion columns that name the user's modules (origin.py)."""
         if self.attribution is None:
             return {"norms": "", "norm_columns": 0, "other_columns": len(self.columns),

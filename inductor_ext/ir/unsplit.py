@@ -15,10 +15,11 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 
 from .. import compat
-from ..compat import V, ir
+from ..compat import BaseSchedulerNode, V, ir
 from ..logs import log
 
 
@@ -30,10 +31,10 @@ class UnsplitReduction:
     dst_dtype: torch.dtype
     src_dtype: torch.dtype
     inner_fn: Callable[..., Any]
-    ranges: tuple[Any, ...]
-    reduction_ranges: tuple[Any, ...]
+    ranges: tuple[sympy.Expr, ...]
+    reduction_ranges: tuple[sympy.Expr, ...]
     reduction_type: str
-    reduction_hint: Any
+    reduction_hint: ir.ReductionHint
 
 
 def unsplit_records() -> dict[str, UnsplitReduction]:
@@ -46,7 +47,7 @@ def unsplit_records() -> dict[str, UnsplitReduction]:
     return records
 
 
-def split_record_of(snode: Any) -> UnsplitReduction | None:
+def split_record_of(snode: BaseSchedulerNode) -> UnsplitReduction | None:
     """The record of the reduction `snode` is the first stage of (keyed by its buffer;
     an operation name is tried too), or None when it is no split's first stage."""
     records = unsplit_records()
@@ -68,7 +69,7 @@ def install_lowering_hooks(record_when: Callable[[], bool]) -> None:
     compat.after_split_reduction(_record_if_enabled)
 
 
-def _record_if_enabled(out: Any, **fields: Any) -> None:
+def _record_if_enabled(out: object, **fields: Any) -> None:
     try:
         if _recording[0]():
             _record_split(out, **fields)
@@ -76,10 +77,10 @@ def _record_if_enabled(out: Any, **fields: Any) -> None:
         log.debug("inductor_ext: could not record split reduction", exc_info=True)
 
 
-def _record_split(out: Any, device: torch.device, dst_dtype: torch.dtype,
+def _record_split(out: object, device: torch.device, dst_dtype: torch.dtype,
                   src_dtype: torch.dtype, inner_fn: Callable[..., Any],
-                  ranges: Sequence[Any], reduction_ranges: Sequence[Any],
-                  reduction_type: str, reduction_hint: Any) -> None:
+                  ranges: Sequence[sympy.Expr], reduction_ranges: Sequence[sympy.Expr],
+                  reduction_type: str, reduction_hint: ir.ReductionHint) -> None:
     if not isinstance(out, ir.TensorBox):
         return
     reads = list(out.get_read_names())

@@ -15,7 +15,7 @@ from typing import Any
 TUNINGS: dict[str, type] = {}
 
 
-def validate(overrides: Any) -> None:
+def validate(overrides: object) -> None:
     """ValueError naming the first bad entry of `inductor_ext.config.tuning`."""
     if not isinstance(overrides, Mapping):
         raise ValueError("inductor_ext.config.tuning must be a dict {target: {knob: value}}, "

@@ -116,7 +116,7 @@ class LaunchPlan:
     num_warps: int
     num_stages: int
     row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
-    extra: tuple[tuple[str, Any], ...] = ()
+    extra: tuple[tuple[str, int | str], ...] = ()
     #: Row longer than one tile: the row reduction loops over column tiles (two passes).
     column_tiled: bool = False
     #: Column-tiled only: >0 unrolls the row walk into this many static column tiles, each

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import sympy
 import torch
@@ -65,7 +64,7 @@ class _Row:
     index: int
     M: sympy.Expr
     N: sympy.Expr
-    rank: tuple[Any, ...]
+    rank: tuple[bool, int, bool, int]
     ops: set[str]
     reads: set[str]
     #: Buffers the row side computes: a column reading one of them at the row block's
@@ -102,7 +101,7 @@ class _Pair:
     #: The samples are the row's pieces (a split row sum): interleaved rows per sample.
     interleaved: bool = False
 
-    def key(self) -> tuple[Any, ...]:
+    def key(self) -> tuple[int, tuple[bool, int, bool, int], int]:
         return (-self.shared_bytes, self.row.rank, self.row.index)
 
 
@@ -161,7 +160,7 @@ def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
     return out
 
 
-def _rowless_detail(c: _Column, M: Any, N: Any) -> str:
+def _rowless_detail(c: _Column, M: sympy.Expr, N: sympy.Expr) -> str:
     return (f"{c.col.out_name} has no row reduction (dx) over [{M}, {N}] reading what it "
             "reads: the norm's input needs no gradient, so no per-row loop runs for it to ride")
 

@@ -16,9 +16,10 @@ import torch
 from .. import compat, diagnostics, metrics, plan_inputs
 from .. import config as ext_config
 from .. import plan as planning
-from ..compat import BaseSchedulerNode, SchedulerNode, V
+from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
 from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
+from ..ir.column import ColumnReduction
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from ..reasons import Reason
@@ -30,7 +31,7 @@ from .match import Candidate, cast_consumer, row_steps, split_pieces, strided_co
 from .origin import Attribution
 
 
-def decline(names: str, M: Any, N: Any, reason: Reason, detail: str,
+def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: str,
             attribution: Attribution | None = None,
             coverage: GraphCoverage | None = None) -> None:
     """Record one declined candidate (diagnostics.decline) with the norms and modules it
@@ -41,7 +42,7 @@ def decline(names: str, M: Any, N: Any, reason: Reason, detail: str,
         coverage.add_declined(attribution.norms if attribution is not None else [], reason)
 
 
-def _hint(expr: Any) -> int:
+def _hint(expr: sympy.Expr) -> int:
     return int(V.graph.sizevars.optimization_hint(expr))
 
 
@@ -171,7 +172,7 @@ def plan_candidate(cand: Candidate
 
 
 def run(nodes: Sequence[BaseSchedulerNode],
-        install_codegen: Callable[[Any, torch.device], None]) -> list[BaseSchedulerNode]:
+        install_codegen: Callable[[Scheduler, torch.device], None]) -> list[BaseSchedulerNode]:
     """The pass over one graph's nodes: every fused group becomes a MixOrderNode, whose
     device's scheduling `install_codegen(scheduler, device)` makes generate it."""
     nodes = list(nodes)
@@ -257,7 +258,8 @@ def _finish_after_codegen(sched: Any, coverage: GraphCoverage) -> None:
     sched.codegen = codegen
 
 
-def _free_cast(sched: Any, col: Any, inner_ops: set[str]) -> Any:
+def _free_cast(sched: Scheduler, col: ColumnReduction, inner_ops: set[str]
+               ) -> SchedulerNode | None:
     """The cast the final step may write (`cast_consumer`), unless that node belongs to a
     group's row side or to a kernel this pass already fused."""
     from ..ir.node import MixOrderNode

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import sympy
 
 from .. import compat
-from ..compat import BaseSchedulerNode, SchedulerNode, V
+from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
 from ..ir import unsplit
 from ..ir.attribution import Attribution
 from ..ir.column import ColumnReduction, column_loop_body, size_hint
@@ -47,8 +46,8 @@ class Decline:
     """A column reduction (or a group) that stays Inductor's, and why."""
 
     names: str  # "<row node>+<column>" as in the logs and the reject table
-    M: Any
-    N: Any
+    M: sympy.Expr
+    N: sympy.Expr
     reason: Reason
     detail: str
     attribution: Attribution
@@ -196,7 +195,7 @@ def column_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[ColumnReductio
 
 
 def _split_source(final: SchedulerNode, records: dict[str, UnsplitReduction],
-                  sched: Any) -> tuple[SchedulerNode, UnsplitReduction] | None:
+                  sched: Scheduler | None) -> tuple[SchedulerNode, UnsplitReduction] | None:
     """If `final` sums the partials of a recorded split reduction, its first stage."""
     reads = [d.name for d in final.read_writes.reads]
     if len(reads) != 1 or reads[0] not in records or sched is None:
@@ -307,7 +306,7 @@ def is_full_matrix(name: str, numel: sympy.Expr) -> bool:
 _CAST_OPS = frozenset({"get_index", "load", "to_dtype", "store"})
 
 
-def cast_consumer(sched: Any, col: ColumnReduction) -> SchedulerNode | None:
+def cast_consumer(sched: Scheduler | None, col: ColumnReduction) -> SchedulerNode | None:
     """The pointwise node that only casts `col`'s result to another dtype, elementwise over
     the same [N], if it is that result's only user (a graph output has another user)."""
     buf = sched.name_to_buf.get(col.out_name) if sched is not None else None

@@ -20,11 +20,14 @@ import functools
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..ir.attribution import Attribution
+
+if TYPE_CHECKING:
+    from ..compat import BaseSchedulerNode
 
 #: ATen reductions whose FX nodes name a reduction (in `origins`, which also holds the
 #: pointwise ops inlined into the same buffer).
@@ -56,7 +59,7 @@ class Origin:
 UNKNOWN = Origin(module="", source="", norm=False)
 
 
-def of_node(snode: Any) -> Origin:
+def of_node(snode: BaseSchedulerNode) -> Origin:
     """The origin of a scheduler node's reduction (UNKNOWN when there is no metadata)."""
     try:
         return of_fx(_main_fx_node(snode))
@@ -64,7 +67,7 @@ def of_node(snode: Any) -> Origin:
         return UNKNOWN
 
 
-def of_fx(fx_node: Any) -> Origin:
+def of_fx(fx_node: torch.fx.Node | None) -> Origin:
     if fx_node is None:
         return UNKNOWN
     meta = getattr(fx_node, "meta", {}) or {}
@@ -85,7 +88,7 @@ def of_fx(fx_node: Any) -> Origin:
                   norm=norm_module or norm_op)
 
 
-def _main_fx_node(snode: Any) -> Any:
+def _main_fx_node(snode: BaseSchedulerNode) -> torch.fx.Node | None:
     """The FX node a reduction buffer was made for: Inductor's origin node, else the first
     (by name) reduction among its origins, else any origin with a module stack."""
     node = snode.node
@@ -104,7 +107,7 @@ def _main_fx_node(snode: Any) -> Any:
     return origins[0] if origins else None
 
 
-def is_reduction_op(fx_node: Any) -> bool:
+def is_reduction_op(fx_node: torch.fx.Node) -> bool:
     target = getattr(fx_node, "target", None)
     packet = getattr(target, "overloadpacket", None)
     return getattr(packet, "__name__", "") in REDUCTION_OPS
@@ -122,7 +125,7 @@ def clean_module_path(path: str) -> str:
     return re.sub(r"\.+", ".", path).strip(".")
 
 
-def _innermost_frame(stack_trace: Any) -> tuple[str, int]:
+def _innermost_frame(stack_trace: str | None) -> tuple[str, int]:
     """(file, line) of the innermost frame of a stack trace (('', 0) if none)."""
     frames = _FRAME.findall(str(stack_trace or ""))
     return (frames[-1][0], int(frames[-1][1])) if frames else ("", 0)
@@ -131,7 +134,7 @@ def _innermost_frame(stack_trace: Any) -> tuple[str, int]:
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
-def _source(stack_trace: Any) -> str:
+def _source(stack_trace: str | None) -> str:
     """The innermost frame of a stack trace outside torch itself (the user's call of an
     `nn.RMSNorm`, not its forward) as "file.py:123"; the innermost one if all are."""
     frames = _FRAME.findall(str(stack_trace or ""))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
+import torch
 
 from ..compat import BaseSchedulerNode
 from ..reasons import Reason
@@ -28,7 +29,7 @@ from .match import ColumnReduction, Decline, is_full_matrix, numels, same_size
 class TrivialReduction:
     """A reduction FX node that no scheduler node computes with a reduction loop."""
 
-    fx: Any
+    fx: torch.fx.Node
     numel: int
     rnumel: int
     holders: list[str]  # scheduler ops whose pointwise code computes it
@@ -43,8 +44,8 @@ class TrivialReduction:
 
 
 def trivial_reductions(nodes: Sequence[BaseSchedulerNode]) -> list[TrivialReduction]:
-    looped: set[Any] = set()
-    holders: dict[Any, list[Any]] = collections.defaultdict(list)
+    looped: set[torch.fx.Node] = set()
+    holders: dict[torch.fx.Node, list[BaseSchedulerNode]] = collections.defaultdict(list)
     for node in nodes:
         for sub in node.get_nodes():
             fx_nodes = [fx for fx in getattr(sub.node, "origins", ()) or ()
@@ -142,6 +143,6 @@ def trivial_declines(nodes: Sequence[BaseSchedulerNode], columns: list[ColumnRed
     return out
 
 
-def shape_class(a: Any, b: Any) -> tuple[str, str]:
+def shape_class(a: int | sympy.Expr, b: int | sympy.Expr) -> tuple[str, str]:
     """Both orientations of an [a, b] pair as one key."""
     return tuple(sorted((str(a), str(b))))  # type: ignore[return-value]

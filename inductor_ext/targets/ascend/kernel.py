@@ -37,10 +37,19 @@ from ...codegen.adapter import KernelAdapter
 from ...codegen.column_body import ColumnBody
 from ...codegen.flavor import TargetFlavor, get_flavor
 from ...codegen.kernel_base import MixOrderKernelBase
-from ...compat import DisableReduction, EnableReduction, V
+from ...compat import (
+    DisableReduction,
+    EnableReduction,
+    IndentedBuffer,
+    LoopBody,
+    SchedulerNode,
+    TritonScheduling,
+    V,
+)
 from ...ir import bodies as reorder
 from ...ir.column import size_hint
 from ...ir.combine import TL_REDUCE
+from ...ir.node import MixOrderNode
 from ...plan import LaunchPlan
 from ...runtime import autotune
 from . import npu
@@ -100,7 +109,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         self.row_axis, self.col_axis = self._fused_axes()
 
     # -- the axes torch_npu's analysis chose --------------------------------------------
-    def _fused_axes(self) -> tuple[Any, Any]:
+    def _fused_axes(self) -> tuple[NpuAxis, NpuAxis]:
         """(row entry split across programs, column entry); also sets `row_axes` and
         `col_axes`. torch_npu gives the kernel one row axis and one column axis when the
         nodes' indices are over one row and one column variable; layouts whose row (or
@@ -147,14 +156,14 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
             self.split_axis[:] = [split]
         return split, cols[0]
 
-    def _block(self, axis: Any, sub: bool = True) -> str:
+    def _block(self, axis: NpuAxis, sub: bool = True) -> str:
         return f"{axis.name.upper()}BLOCK" + ("_SUB" if sub else "")
 
     def _program_id(self) -> str:
         cast = ".to(tl.int64)" if self.index_dtype == "tl.int64" else ""
         return f"tl.program_id(0){cast}"
 
-    def _tile_axes(self) -> list[Any]:
+    def _tile_axes(self) -> list[NpuAxis]:
         """The tile's axes, one per dimension, in the order torch_npu gives its index
         variables (its golden variable order, as `get_axis_direction` reads it)."""
         if not self.golden_var_list:
@@ -174,7 +183,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         row_names = {a.name for a in self.row_axes}
         return [i for i, a in enumerate(self._tile_axes()) if a.name in row_names]
 
-    def _looped_rows(self) -> list[Any]:
+    def _looped_rows(self) -> list[NpuAxis]:
         """Row axes whose block is a launch config's (a static no-loop axis has its
         length written by torch_npu)."""
         return [a for a in self.row_axes if not (a.is_no_loop_axis and _is_static(a.length))]
@@ -214,7 +223,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         if self.column_tiled:
             argdefs.append(compat.ArgName(self._block(self.col_axis), is_constexpr=True))
 
-    def codegen_static_numels(self, code: Any) -> None:
+    def codegen_static_numels(self, code: IndentedBuffer) -> None:
         super().codegen_static_numels(code)
         sub = self._block(self.row_axis)
         blocks = f"({self.row_axis.name}_numel + {sub} - 1) // {sub}"
@@ -340,7 +349,8 @@ def kernel_class_for(base: type) -> type:
     return type(f"MixOrder{base.__name__}", (NpuMixOrderKernelMixin, base), {})
 
 
-def _with_body(snode: Any, body: Any, ranges: list[list[Any]]) -> Any:
+def _with_body(snode: SchedulerNode, body: LoopBody, ranges: list[list[sympy.Expr]]
+               ) -> SchedulerNode:
     """A copy of a scheduler node running `body` over `ranges` (the node itself, its
     buffers and dependencies are shared; only what the kernel walks differs)."""
     entry = copy.copy(snode)
@@ -349,7 +359,7 @@ def _with_body(snode: Any, body: Any, ranges: list[list[Any]]) -> Any:
     return entry
 
 
-def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
+def _one_var_per_axis(snode: SchedulerNode, M: sympy.Expr, N: sympy.Expr) -> SchedulerNode:
     """The node, or a copy whose body has one row and one column variable where its
     indices allow (reorder.flat_rows_body): torch_npu gives every body variable an axis
     of its own; dimensions that do not join stay the kernel's sub-axes."""
@@ -357,11 +367,11 @@ def _one_var_per_axis(snode: Any, M: Any, N: Any) -> Any:
     return snode if flat is None else _with_body(snode, *flat)
 
 
-def _hint(expr: Any) -> int:
+def _hint(expr: int | sympy.Expr) -> int:
     return int(expr) if isinstance(expr, (int, sympy.Integer)) else size_hint(expr)
 
 
-def _is_static(expr: Any) -> bool:
+def _is_static(expr: sympy.Expr) -> bool:
     return isinstance(V.graph.sizevars.simplify(expr), (int, sympy.Integer))
 
 
@@ -369,12 +379,12 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _decompose(axes: list[Any], numel: Any) -> bool:
+def _decompose(axes: list[NpuAxis], numel: sympy.Expr) -> bool:
     """Whether the entries `axes` of one root split its index into disjoint dimensions
     (index = sum of axis * divisor, each divisor the product of the lengths below it),
     so that every row (column) is one point of the axes."""
     known = V.graph.sizevars.statically_known_equals
-    stride: Any = sympy.Integer(1)
+    stride: sympy.Expr = sympy.Integer(1)
     for axis in sorted(axes, key=lambda a: _hint(a.divisor)):
         if not known(axis.divisor, stride):
             return False
@@ -387,7 +397,7 @@ class NpuKernelAdapter(KernelAdapter):
 
     name = "torch_npu"
 
-    def prepare(self, node: Any, node_schedule: list[Any], columns: list[ColumnBody]
+    def prepare(self, node: MixOrderNode, node_schedule: list[Any], columns: list[ColumnBody]
                 ) -> list[Any]:
         """Rows and columns as one variable each where the indices join (otherwise the
         node's own dimensions, which torch_npu makes sub-axes), for the row reduction's
@@ -402,7 +412,7 @@ class NpuKernelAdapter(KernelAdapter):
             cb.owner = _with_body(cb.owner, cb.body, cb.ranges)
         return schedule
 
-    def make_kernel(self, scheduling: Any, node: Any, node_schedule: list[Any],
+    def make_kernel(self, scheduling: Any, node: MixOrderNode, node_schedule: list[Any],
                     columns: list[ColumnBody]) -> MixOrderKernelBase:
         plan: LaunchPlan = node.plan
         features_mod = importlib.import_module("torch_npu._inductor.codegen.npu_kernel_features")
@@ -420,7 +430,7 @@ class NpuKernelAdapter(KernelAdapter):
         return kernel
 
     def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
-                      kernel: Any) -> str:
+                      kernel: MixOrderKernelBase) -> str:
         """torch_npu's front-end check first (triton-ascend parses the kernel, as for its
         own kernels; a failure falls back), then its define_kernel, which returns
         (name, source) and keys the wrapper's cache by (source, graph hash)."""
@@ -432,6 +442,6 @@ class NpuKernelAdapter(KernelAdapter):
 ADAPTER = NpuKernelAdapter()
 
 
-def adapter_for(scheduling: Any) -> KernelAdapter | None:
+def adapter_for(scheduling: TritonScheduling) -> KernelAdapter | None:
     """The adapter for a device's Triton scheduling, when it is torch_npu's."""
     return ADAPTER if npu.backend_of(scheduling) in npu.SUPPORTED_BACKENDS else None
