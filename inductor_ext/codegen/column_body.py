@@ -9,7 +9,7 @@ import sympy
 
 from .. import compat
 from ..compat import LoopBody, SchedulerNode
-from ..ir import bodies as reorder
+from ..ir import bodies
 from ..ir.column import ColumnReduction
 
 
@@ -36,12 +36,12 @@ def column_body(col: ColumnReduction, M: sympy.Expr | None = None,
         buf = compat.computed_buffer_of(col.out_node)
     (iter_sizes, red_sizes), body = compat.default_sizes_body(buf)
     if col.segments > 1:
-        seg = reorder.segmented_body(body, iter_sizes, red_sizes, col.segments, M, N,
+        seg = bodies.segmented_body(body, iter_sizes, red_sizes, col.segments, M, N,
                                      col.interleaved)
         if seg is None:
             raise RuntimeError(f"{col.out_name}: segmented body does not split")
         swapped, ranges = seg
     else:
-        swapped, ranges = reorder.rows_first_body(body, iter_sizes, red_sizes)
+        swapped, ranges = bodies.rows_first_body(body, iter_sizes, red_sizes)
     return ColumnBody(col.final_name, col.reduction_type, ranges, swapped, col.out_node,
                       col.segments)

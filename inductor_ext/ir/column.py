@@ -32,7 +32,7 @@ class ColumnReduction:
     #: B*T rows, adaLN's d(scale)/d(shift)); 1 for a reduction over all M rows.
     segments: int = 1
     #: Segmented by the row side's pieces: sample b is rows b, b + B, ... of a row
-    #: reduction Inductor split into B pieces per row (reorder.segmented_body).
+    #: reduction Inductor split into B pieces per row (bodies.segmented_body).
     interleaved: bool = False
 
     @property

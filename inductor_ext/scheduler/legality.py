@@ -44,7 +44,7 @@ def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
                    N: sympy.Expr, interleaved: bool = False) -> tuple[Reason, str] | None:
     """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
     `segments`) cannot ride an [M, N] row reduction's per-sample row loop (`interleaved`:
-    the samples are the pieces of a split row, see reorder.segmented_body)."""
+    the samples are the pieces of a split row, see bodies.segmented_body)."""
     from ..ir.bodies import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
@@ -100,7 +100,7 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
     an activation-checkpointed norm. Every op of `inner` that `col` depends on must be
     reached through those reads (a path through another kernel is a cycle, refused by
     the caller). A segmented column (`segments` = B > 1) is checked at the kernel's
-    (row, column), its sample and step taken from the row (reorder.segmented_body)."""
+    (row, column), its sample and step taken from the row (bodies.segmented_body)."""
     return _row_outputs(inner, col, segments, interleaved)[0]
 
 

@@ -46,7 +46,7 @@ from ...compat import (
     TritonScheduling,
     V,
 )
-from ...ir import bodies as reorder
+from ...ir import bodies
 from ...ir.column import size_hint
 from ...ir.combine import TL_REDUCE
 from ...ir.node import MixOrderNode
@@ -361,9 +361,9 @@ def _with_body(snode: SchedulerNode, body: LoopBody, ranges: list[list[sympy.Exp
 
 def _one_var_per_axis(snode: SchedulerNode, M: sympy.Expr, N: sympy.Expr) -> SchedulerNode:
     """The node, or a copy whose body has one row and one column variable where its
-    indices allow (reorder.flat_rows_body): torch_npu gives every body variable an axis
+    indices allow (bodies.flat_rows_body): torch_npu gives every body variable an axis
     of its own; dimensions that do not join stay the kernel's sub-axes."""
-    flat = reorder.flat_rows_body(snode._body, snode.get_ranges(), M, N)
+    flat = bodies.flat_rows_body(snode._body, snode.get_ranges(), M, N)
     return snode if flat is None else _with_body(snode, *flat)
 
 
@@ -406,7 +406,7 @@ class NpuKernelAdapter(KernelAdapter):
         schedule = [item if item in (DisableReduction, EnableReduction)
                     else _one_var_per_axis(item, node.M, node.N) for item in node_schedule]
         for cb in columns:
-            flat = reorder.flat_rows_body(cb.body, cb.ranges, node.M, node.N)
+            flat = bodies.flat_rows_body(cb.body, cb.ranges, node.M, node.N)
             if flat is not None:
                 cb.body, cb.ranges = flat
             cb.owner = _with_body(cb.owner, cb.body, cb.ranges)

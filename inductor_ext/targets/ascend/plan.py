@@ -13,7 +13,7 @@ from typing import Any
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
 from ...plan.types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
-from . import ub as npu_ub
+from . import ub as ub_model
 from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES
 from .tuning import AscendTuning
 
@@ -103,8 +103,8 @@ def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
 
 
 def _npu_layout(shape: ShapeInfo, device: DeviceInfo, block_m: int, cols: int, looped: bool,
-                multibuffer: bool) -> npu_ub.Layout:
-    return npu_ub.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
+                multibuffer: bool) -> ub_model.Layout:
+    return ub_model.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
                          partials=shape.num_columns, looped=looped, multibuffer=multibuffer,
                          soc="950" if device.ascend950 else "910B3")
 
@@ -115,7 +115,7 @@ def _fitting_block_m(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
     block_m = tuning.max_block_m
     while block_m >= 1:
         layout = _npu_layout(shape, device, block_m, cols, looped, multibuffer)
-        if npu_ub.fits(layout, ub):
+        if ub_model.fits(layout, ub):
             return block_m
         block_m //= 2
     return 0
@@ -125,10 +125,10 @@ def _torch_npu_fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
                     options: PlanOptions) -> tuple[bool, str]:
     """Some one-row column tile fits the UB (the looped path takes any N)."""
     ub = ub_bytes(device, options)
-    cols = npu_ub.MIN_COLUMN_TILE
+    cols = ub_model.MIN_COLUMN_TILE
     if _fitting_block_m(shape, device, tuning, cols, True, False, ub):
         return True, ""
-    need = npu_ub.estimate(_npu_layout(shape, device, 1, cols, True, False))
+    need = ub_model.estimate(_npu_layout(shape, device, 1, cols, True, False))
     return False, f"even a 1x{cols} tile needs {need} B of Unified Buffer (UB {ub} B)"
 
 
@@ -138,7 +138,7 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
     blocks of `block_m` rows); whole rows (persistent) when a block of full rows fits,
     else the widest column tile that does; configs for torch_npu's autotuner: the largest
     fitting block with multibuffer and half of it, and the largest without. "Fitting" is
-    our UB estimate calibrated against bishengir's plans (backends/npu_ub.py)."""
+    our UB estimate calibrated against bishengir's plans (backends/ub_model.py)."""
     ub = ub_bytes(device, options)
     N = shape.N
     multibuffers = (True, False) if tuning.multibuffer else (False,)
@@ -147,8 +147,8 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
               or not _fitting_block_m(shape, device, tuning, N, False, first, ub))
     cols = N
     if looped:
-        cols = min(tuning.npu_max_column_tile, max(prev_pow2(N), npu_ub.MIN_COLUMN_TILE))
-        while cols > npu_ub.MIN_COLUMN_TILE and not _fitting_block_m(
+        cols = min(tuning.npu_max_column_tile, max(prev_pow2(N), ub_model.MIN_COLUMN_TILE))
+        while cols > ub_model.MIN_COLUMN_TILE and not _fitting_block_m(
                 shape, device, tuning, cols, True, first, ub):
             cols //= 2
     configs: list[tuple[tuple[str, Any], ...]] = []
@@ -168,7 +168,7 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
     programs = vector_cores(device, options)
     if shape.M_static:
         programs = max(1, min(programs, -(-shape.M_hint // block_m)))
-    estimate = npu_ub.estimate(_npu_layout(shape, device, block_m, cols, looped,
+    estimate = ub_model.estimate(_npu_layout(shape, device, block_m, cols, looped,
                                            dict(configs[0])["multibuffer"]))
     return LaunchPlan(target="ascend", programs=programs, block_m=block_m, r0_block=cols,
                       num_warps=1, num_stages=1, row_loop="contiguous",

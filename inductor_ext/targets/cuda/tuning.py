@@ -90,7 +90,7 @@ class CudaTuning:
     wave_cost_share: float = 0.02
     #: Final steps with more programs than this per SM run at half the warps.
     final_step_programs_per_sm: int = 4
-    #: Cost model (plan/cost.py), fitted on the H100 sweep bench/results/
+    #: Cost model (cost.py), fitted on the H100 sweep bench/results/
     #: cost_sweep_h100.csv by bench/fit_cost_model.py: fixed time and share of DRAM
     #: bandwidth of the fused kernel with its final step, of Inductor's unfused kernels,
     #: and of upstream's own mix-order kernel.
@@ -111,7 +111,7 @@ class CudaTuning:
     #: cost more than the second read saved (128x8192, one row each: rms 0.92x, ln 0.74x;
     #: 16 rows each, one row block: 1.5-2.2x).
     min_rows_per_program: int = 4
-    #: Strided operands (plan/cost.py), fitted by bench/fit_cost_model.py on the sweep's
+    #: Strided operands (cost.py), fitted by bench/fit_cost_model.py on the sweep's
     #: transposed / contiguous pairs: the fused loop's time per contiguous run of one, as
     #: a multiple of a 32-byte sector's DRAM time (at the strided tiles above: 8-byte runs,
     #: rms 16384x4096 bf16: +160 us over its coalesced twin; 256-byte runs, sums 262144x256
