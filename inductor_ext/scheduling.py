@@ -35,9 +35,9 @@ def install_backend_wrapper(sched: Scheduler, device: torch.device) -> None:
             return _codegen_or_fallback(sched, triton_sched, original, node)
         return original(node)
 
-    # Instance attributes of ours over the backend's method (Inductor's object, so set
-    # through its __dict__, which is what assigning them does).
-    vars(backend).update(codegen_node=codegen_node, _inductor_ext_wrapped=True)
+    # On this instance only: other compiles and devices keep the class's method.
+    backend.codegen_node = codegen_node  # type: ignore[method-assign]  # ours, on purpose
+    backend._inductor_ext_wrapped = True  # type: ignore[attr-defined]  # our marker
 
 
 def _codegen_or_fallback(sched: Scheduler, triton_sched: TritonScheduling,

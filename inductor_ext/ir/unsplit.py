@@ -43,7 +43,7 @@ def unsplit_records() -> dict[str, UnsplitReduction]:
     records = getattr(graph, "_inductor_ext_unsplit", None)
     if records is None:
         records = {}
-        vars(graph)["_inductor_ext_unsplit"] = records  # our attribute on Inductor's graph
+        graph._inductor_ext_unsplit = records  # type: ignore[attr-defined]  # ours, on its graph
     return records
 
 
