@@ -524,3 +524,73 @@ def autotuner_classes(caching: type, debug: type) -> dict[str, type]:
 def triton_pointer_type(dtype: torch.dtype) -> str:
     """Triton signature type of a pointer to `dtype`, as Inductor writes it ("*bf16")."""
     return _type_of(dtype)
+
+
+# -- torch_npu's default backend, releases 2.11.0.post3 - 2.14.0 --------------------------
+# torch_npu is never imported here (it needs CANN); its modules are read from sys.modules.
+
+#: torch_npu's module of Triton heuristics (kernel decorators, cached_autotune,
+#: NPUCachingAutotuner) -> the name its generated decorator line uses for it:
+#: runtime/triton_heuristics from 2.13.0 on, npu_triton_heuristics in 2.11.0.post3 and
+#: 2.12.0.post3 (where `_inductor.runtime` is a module).
+NPU_HEURISTICS_MODULES = {"torch_npu._inductor.runtime.triton_heuristics": "triton_heuristics",
+                          "torch_npu._inductor.npu_triton_heuristics": "npu_triton_heuristics"}
+
+
+def npu_heuristics() -> ModuleType:
+    """torch_npu's loaded heuristics module (a kernel module imports it before it runs)."""
+    import sys
+
+    for name in NPU_HEURISTICS_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+    raise RuntimeError(f"none of torch_npu's heuristics modules {list(NPU_HEURISTICS_MODULES)} "
+                       "is loaded")
+
+
+def npu_decorator_prefixes() -> tuple[str, ...]:
+    """How torch_npu's NPUIndexTritonKernel.codegen_kernel starts its decorator line, per
+    release (`@triton_heuristics.` from 2.13.0, `@npu_triton_heuristics.` before)."""
+    return tuple(f"@{alias}." for alias in NPU_HEURISTICS_MODULES.values())
+
+
+def npu_fixed_grid_type() -> str:
+    """The grid type name a fixed grid is launched with. torch_npu 2.13.0 / 2.14.0's
+    GridExprNpu builds a type that is not a GridNpu (upstream's FixedGrid) the upstream way;
+    2.11.0.post3 / 2.12.0.post3 accept GridNpu subclasses only, and have FixedGridNpu
+    (the same `fixed_grid` meta key)."""
+    return "FixedGridNpu" if hasattr(npu_heuristics(), "FixedGridNpu") else "FixedGrid"
+
+
+def npu_decide_axes(scheduling: Any, node_schedule: list[Any], kernel: Any) -> None:
+    """Run torch_npu's axis analysis on a new kernel where its constructor did not:
+    2.13.0 / 2.14.0's NPUIndexTritonKernel decides split, tiling and no-loop axes in
+    __init__; 2.11.0.post3 / 2.12.0.post3's scheduling does it after constructing the kernel
+    (NPUTritonScheduling.decide_codegen_dims_in_kernel(node_schedule, kernel))."""
+    if not kernel.sorted_axis:
+        kernel.node_schedule = node_schedule  # as their codegen_node_schedule sets it
+        scheduling.decide_codegen_dims_in_kernel(node_schedule, kernel)
+
+
+def npu_check_frontend(scheduling: Any, src_code: str) -> None:
+    """torch_npu's codegen-time front-end check of a kernel (make_ttir_for_check: from 2.13.0,
+    a failure falls back). 2.11.0.post3 / 2.12.0.post3 have none: their kernels are first
+    compiled at launch."""
+    check = getattr(scheduling, "make_ttir_for_check", None)
+    if check is not None:
+        check(src_code)
+
+
+def npu_axis_is_no_loop(axis: Any) -> bool:
+    """Whether torch_npu walks a static axis whole in one block (no loop, no mask):
+    `is_no_loop_axis` from 2.13.0; 2.11.0.post3 / 2.12.0.post3 have no such axes."""
+    return bool(getattr(axis, "is_no_loop_axis", False))
+
+
+def npu_compiles_config_multibuffer() -> bool:
+    """Whether torch_npu's autotuner hands a config's `multibuffer` to triton-ascend
+    (NPUCachingAutotuner.parse_triton_ascend_options, 2.13.0 on). 2.11.0.post3 / 2.12.0.post3
+    pass num_warps / num_stages / debug only: every config compiles with triton-ascend's
+    default (multibuffer on Atlas A2/A3, off on Ascend950)."""
+    return hasattr(npu_heuristics().NPUCachingAutotuner, "parse_triton_ascend_options")

@@ -37,6 +37,15 @@ ascend_vector_cores: Optional[int] = None
 #: (192 KiB on Atlas A2/A3, 256 KiB on Ascend950), 192 KiB when torch_npu is not loaded.
 ascend_ub_bytes: Optional[int] = None
 
+#: Ascend (torch_npu's default backend): decompose ``torch_npu.npu_rms_norm``'s backward
+#: (``npu_rms_norm_backward``, one aclnnRmsNormGrad) into ATen ops Inductor lowers (dx, and
+#: dgamma kept float32 as the CANN op returns it), so those norms reach the pass and fuse.
+#: Off by default because it has not been measured against aclnnRmsNormGrad on a device;
+#: off, each such norm is recorded as ``extern_norm``. Read when a graph is traced, by the
+#: entry ``targets/ascend/rms_norm_decomp.py`` puts into Inductor's decomposition table once
+#: torch_npu is loaded (at import, or ``rms_norm_decomp.install()``); part of the cache key.
+decompose_npu_rms_norm: bool = False
+
 #: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
 #: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
 tuning: dict = {}
@@ -68,6 +77,9 @@ def validate() -> None:
         raise ValueError(
             f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
         )
+    if not isinstance(mod.decompose_npu_rms_norm, bool):
+        raise ValueError("inductor_ext.config.decompose_npu_rms_norm must be a bool, got "
+                         f"{mod.decompose_npu_rms_norm!r}")
     planning.tuning.validate(mod.tuning)
     ub = mod.ascend_ub_bytes
     if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 
-from . import cache_hits, compat, scheduling
+from . import cache_hits, compat, on_enable, scheduling
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass, inductor_config
 from .ir import unsplit
@@ -53,6 +53,7 @@ def options() -> dict[str, object]:
     ext_config.validate()
     unsplit.install_lowering_hooks(is_enabled)
     cache_hits.install_cache_hit_hook()
+    on_enable.run_all()
     opts: dict[str, object] = {_PASS_KEY: MIX_ORDER_PASS}
     if compat.CACHE_KEY_CARRIER_KEY:
         held = getattr(inductor_config, compat.CACHE_KEY_CARRIER_KEY, None)

@@ -139,8 +139,18 @@ class Reason(str, enum.Enum):
         "segmented_unsupported",
         "A segmented column reduction the fused kernel cannot take: its output does not split "
         "into `B` samples of `N` columns, its reduction is not a sample's `T` rows, another "
-        "column of the group has another `B`, or the target has no per-sample row loop "
-        "(Ascend).")
+        "column of the group has another `B`, or the target has no per-sample row loop.")
+    EXTERN_NORM = (
+        "extern_norm",
+        "The norm's backward reached Inductor as one extern kernel, an op it has no "
+        "decomposition for (torch_npu's `npu_rms_norm_backward`, one aclnnRmsNormGrad, under "
+        "its default backend; any layer or RMS norm backward left to a fallback, as torch_npu's "
+        "`NPU_INDUCTOR_FALLBACK_LIST` does for listed ops without one): its dx and dw are no "
+        "Inductor reductions, so there is nothing to fuse.",
+        "Recorded for every such norm, in its module's name. "
+        "`config.decompose_npu_rms_norm = True` decomposes `npu_rms_norm`'s backward so "
+        "those norms fuse (off by default: not measured against aclnnRmsNormGrad on a "
+        "device).")
     INTERNAL_ERROR = (
         "internal_error",
         "The hook or the fused codegen raised, and Inductor's schedule was kept.")

@@ -1,8 +1,8 @@
 """Modulated norms (adaLN, DiT): ``LN(x) * (1 + scale[b]) + shift[b]`` with x [B, T, N]. The
 backward's d(scale) / d(shift) reduce over the T rows of each sample ([B, N] results), and
 ride the norm's dx kernel as segmented partials next to its own dw / db; gradients match a
-float64 reference; a dynamic batch or a target without a per-sample loop is declined with
-its reason and still right."""
+float64 reference, on the CUDA and the Ascend flavors; a dynamic batch or a target without a
+per-sample loop is declined with its reason and still right."""
 
 import pytest
 import torch
@@ -133,9 +133,30 @@ def test_dynamic_true_declines(plugin):
     assert set(metrics.rejected_pairs) == {"dynamic_n"}
 
 
-def test_ascend_target_declines(plugin):
-    """The Ascend flavor has no per-sample row loop: segmented_unsupported, declined while
-    matching (as other columns: the norm's own dw / db fuse, so the norm counts as fused)."""
+@pytest.mark.parametrize("B,T,N,dtype", [(2, 13, 32, torch.float32),
+                                         (3, 9, 48, torch.bfloat16)])
+def test_ascend_target_fuses(plugin, B, T, N, dtype):
+    """The Ascend flavor walks each sample's rows too (its planner's with_segments, the
+    generic per-sample row loop): d(scale) / d(shift) ride the norm's kernel with dw / db."""
+    with inductor_ext.config.patch(target="ascend"):
+        _check(modulated_ln, _inputs(B, T, N, dtype, True))
+    metrics = inductor_ext.metrics
+    assert metrics.rejected_pairs == {}
+    assert metrics.mix_order_kernels == 1
+    assert sum(metrics.fused_columns.values()) == 4
+    assert metrics.norms["found"] == metrics.norms["fused"] == 1
+
+
+def test_target_without_segments_declines(plugin, monkeypatch):
+    """A target whose planner has no per-sample layout (segments None): the segmented
+    columns are declined while matching as segmented_unsupported (the norm's own dw / db
+    fuse, so the norm counts as fused), and Inductor's gradients stay right."""
+    import dataclasses
+
+    from inductor_ext import plan as planning
+
+    monkeypatch.setitem(planning.PLANNERS, "ascend",
+                        dataclasses.replace(planning.PLANNERS["ascend"], segments=None))
     with inductor_ext.config.patch(target="ascend"):
         _check(modulated_ln, _inputs(2, 13, 32, torch.float32, True))
     metrics = inductor_ext.metrics
@@ -144,6 +165,66 @@ def test_ascend_target_declines(plugin):
     assert sum(metrics.fused_columns.values()) == 2
     assert metrics.norms["found"] == metrics.norms["fused"] == 1
     assert metrics.norms_declined == {}
+
+
+def test_ascend_interleaved_samples(plugin):
+    """A column strip on the Ascend flavor: Inductor splits each of the 48 rows of
+    (x + y).sum(-1) into 4 pieces (y transposed), and x.sum(0) walks them as 4 interleaved
+    samples (row r is piece r % 4), the generic per-sample row loop's other layout."""
+    from unittest import mock
+
+    from torch._inductor.choices import InductorChoices
+
+    from tests.support.reference import max_rel_err, tolerance
+
+    M, N = 48, 64
+
+    def split_factor(device, reduction_numel_hint, numel_hint, inner_reduction):
+        return 4 if (reduction_numel_hint, numel_hint) == (N, M) else 1
+
+    def fn(x, y):
+        return (x + y).sum(-1), x.sum(0)
+
+    inputs = [torch.randn(M, N), torch.randn(N, M).t()]
+    with inductor_ext.config.patch(target="ascend"), \
+            mock.patch.object(InductorChoices, "reduction_split_factor",
+                              staticmethod(split_factor)):
+        got = torch.compile(fn, dynamic=False)(*inputs)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "segmented_unsupported" not in inductor_ext.metrics.rejected_pairs
+    for g, r in zip(got, fn(*[t.double() for t in inputs])):
+        assert max_rel_err(g, r) < tolerance(torch.float32)
+
+
+@pytest.mark.parametrize("B,M,programs,per", [
+    (2, 2 * 4096, 40, 20),    # 20 programs per sample: all 40 vector cores, one wave
+    (4, 4 * 64, 32, 8),       # 16 row blocks per sample: 8 programs of 2 blocks each
+    (16, 16 * 256, 40, 5),    # 80 programs, two full waves of 13 blocks (2 each: 1 x 32)
+    (3, 3 * 13, 3, 1),        # few rows: the plan's programs were already cut to 3
+    (64, 64 * 256, 40, 5),    # B above the cores: 8 waves of 13 blocks (1 each: 2 x 64)
+    (2, 2 * 3, 40, 1),        # a sample's 3 rows are one block: one program each
+])
+def test_ascend_segment_layout(B, M, programs, per):
+    """Ascend's with_segments: the same whole number of programs per sample, the one that
+    takes the fewest row-block times in waves of the planned (vector-core) programs,
+    never more than SEGMENT_MAX_WAVES waves nor a program without a row block."""
+    from inductor_ext.plan import LaunchPlan
+    from inductor_ext.targets.ascend import plan as ascend_plan
+
+    base = LaunchPlan(target="ascend", programs=programs, block_m=4, r0_block=64,
+                      num_warps=1, num_stages=1, row_loop="contiguous", prefetch=True,
+                      l2_prefetch=1)
+    got = ascend_plan.with_segments(base, B, M)
+    assert (got.segments, got.programs, got.programs_per_segment) == (B, B * per, per)
+    assert got.programs <= max(ascend_plan.SEGMENT_MAX_WAVES * programs, B)
+    assert not got.prefetch and not got.l2_prefetch and not got.interleaved_segments
+    blocks = got.row_blocks_per_segment(M)
+    assert blocks >= per
+
+    def block_times(p: int) -> int:
+        return -(-B * p // programs) * -(-blocks // p)
+    assert block_times(per) == min(block_times(p) for p in range(1, blocks + 1)
+                                   if B * p <= max(8 * programs, B))
 
 
 def test_dit_block_modulated_norms_fuse(plugin):

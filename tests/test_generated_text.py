@@ -147,6 +147,7 @@ CASES: dict[str, tuple[Build, Context]] = {
     "ascend-rms-ub-tiles": (lambda: _norm_backward(_rms, 64, 1024, torch.bfloat16, 1),
                             lambda: _knobs("ascend", {"ascend_ub_bytes": 8192})),
     "ascend-every-partial-kind": (_every_partial_kind, lambda: _knobs("ascend")),
+    "ascend-segments": (lambda: _segmented(2, 13, 32), lambda: _knobs("ascend")),
 }
 
 

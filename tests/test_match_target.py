@@ -2,6 +2,7 @@
 check_together): the accumulator dtype, a per-sample row loop, one sample count per group.
 A pair failing them is declined with its reason and the column stays in the pool."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -36,10 +37,13 @@ def test_accumulator_is_the_targets(target, dtype, expected):
 def test_per_sample_partials_need_a_per_sample_row_loop():
     col = _column("buf1")
     assert legality.check_target(col, 4, planning.planner_for("cuda")) is None
-    assert legality.check_target(col, 4, planning.planner_for("ascend")) == (
+    assert legality.check_target(col, 4, planning.planner_for("ascend")) is None
+    # A target registered without a per-sample layout (Planner.segments None).
+    bare = dataclasses.replace(planning.planner_for("ascend"), segments=None)
+    assert legality.check_target(col, 4, bare) == (
         "segmented_unsupported",
         "buf1 reduces per sample; the ascend target has no per-sample row loop")
-    assert legality.check_target(col, 1, planning.planner_for("ascend")) is None
+    assert legality.check_target(col, 1, bare) is None
 
 
 def test_one_sample_count_per_group():

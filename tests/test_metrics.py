@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -53,6 +54,10 @@ def test_fusion_row(plugin, tables):
     assert row["kernel_name"] in open(row["kernel_path"]).read()
     assert int(row["bytes_unfused"]) > 0 and int(row["workspace_bytes"]) > 0
     assert int(row["programs"]) * int(row["split_size"]) >= 64
+    # The cost model fuses it, and its times are recorded for a fused group too.
+    assert row["model_fuses"] == "True"
+    assert re.fullmatch(r"fused [\d.]+ us vs unfused [\d.]+ us, upstream mix-order "
+                        r"(declined|[\d.]+ us)", row["model_detail"]), row["model_detail"]
 
 
 def test_layer_norm_row_has_two_partials_and_bf16(plugin, tables):

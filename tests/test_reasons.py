@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import inductor_ext
 from inductor_ext import metrics, report
@@ -115,3 +116,57 @@ def test_the_report_describes_each_reason():
     assert tiled.split()[1] == "2" and Reason.TILED_NON_SUM.description in tiled
     old = next(line for line in lines if line.strip().startswith("not_persistent"))
     assert "retired" in old
+
+
+class _LayerNormBlock(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(64, 64)
+        self.final_norm = torch.nn.LayerNorm(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.final_norm(self.proj(x))
+
+
+def test_a_norm_backward_left_as_an_extern_is_extern_norm(plugin, norm_views):
+    """``aten.native_layer_norm_backward`` made a fallback (what a norm backward in torch_npu's
+    NPU_INDUCTOR_FALLBACK_LIST would be; torch_npu 2.13 skips listed ops that Inductor can
+    decompose, so here the decomposition is taken out by hand, on stock Inductor): one
+    extern kernel, recorded as extern_norm in the module's name, in the counters, the reject
+    table and the report; the Linear's matmul (an extern too) is not recorded.
+    (tests/ascend/test_npu_rms_norm.py: torch_npu's npu_rms_norm_backward.)"""
+    import csv
+    import glob
+    from unittest import mock
+
+    from torch._inductor import lowering
+    from torch._inductor.decomposition import decompositions, fast_random_decomps
+
+    from tests.support import reference
+
+    op = torch.ops.aten.native_layer_norm_backward.default
+    model = _LayerNormBlock()
+    x = torch.randn(16, 64, requires_grad=True)
+    dy = torch.randn(16, 64)
+    with mock.patch.dict(decompositions), mock.patch.dict(lowering.lowerings):
+        decompositions.pop(op)
+        fast_random_decomps.cache_clear()
+        try:
+            lowering.make_fallback(op, warn=False)
+            compiled = torch.compile(model, dynamic=False)
+            got = torch.autograd.grad(compiled(x), [x, *model.parameters()], dy)
+        finally:
+            fast_random_decomps.cache_clear()
+    reference.assert_close(got, torch.autograd.grad(model(x), [x, *model.parameters()], dy))
+    assert dict(inductor_ext.metrics.rejected_pairs) == {"extern_norm": 1}
+    assert dict(inductor_ext.metrics.norms) == {"found": 1, "declined": 1}
+    assert dict(inductor_ext.metrics.norms_declined) == {"extern_norm": 1}
+    assert norm_views()["report"] == (1, 0, 1)
+    with open("metric_table_mix_order_reject.csv", newline="") as f:
+        [row] = list(csv.DictReader(f))
+    assert (row["modules"], row["norms"], row["kind"]) == ("final_norm", "final_norm", "norm")
+    assert (row["reason"], row["M"], row["N"]) == ("extern_norm", "16", "64"), row
+    assert "aten::native_layer_norm_backward" in row["detail"], row
+    out = io.StringIO()
+    report.summarize(report.read_tables(sorted(glob.glob("metric_table_mix_order_*.csv"))), out)
+    assert "final_norm  extern_norm" in out.getvalue(), out.getvalue()

@@ -146,8 +146,8 @@ def _fusion_row(node: MixOrderNode, kernel: MixOrderKernelBase, kernel_name: str
         "workspace_bytes": ws_bytes,
         "bytes_fused": node.shape.total_bytes + 2 * ws_bytes,
         "bytes_unfused": node.shape.unfused_bytes,
-        "model_fuses": not node.verdict,
-        "model_detail": node.verdict,
+        "model_fuses": node.verdict.fuses,
+        "model_detail": node.verdict.detail,
         "shape_info": json.dumps(node.shape.to_record(), sort_keys=True),
         **node.table_fields,
     }

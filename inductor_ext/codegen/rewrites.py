@@ -21,7 +21,7 @@ from typing import Any
 
 from torch._dynamo.utils import counters
 
-from .. import diagnostics
+from .. import compat, diagnostics
 
 #: Buckets of `torch._dynamo.utils.counters`: applications and misses, by rewrite name.
 APPLIED_KEY = "inductor_ext_rewrites"
@@ -353,7 +353,8 @@ def autotune_decorator(src: str) -> str:
 def npu_decorator(src: str, heuristic: str, decorator: str, decorator_import: str) -> str:
     """Our decorator in place of torch_npu's one on the kernel: its codegen_kernel writes
     the heuristic's name inline. The import is emitted by the kernel class itself."""
-    expected = f"@triton_heuristics.{heuristic}("
-    if src.count(expected) != 1 or decorator_import not in src:
-        return src
-    return src.replace(expected, f"@{decorator}(")
+    for prefix in compat.npu_decorator_prefixes():  # the module's name differs by release
+        expected = f"{prefix}{heuristic}("
+        if src.count(expected) == 1 and decorator_import in src:
+            return src.replace(expected, f"@{decorator}(")
+    return src

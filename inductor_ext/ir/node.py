@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import sympy
@@ -10,6 +11,17 @@ from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from ..coverage import GraphCoverage
 from .attribution import Attribution
 from .column import ColumnReduction
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The target's cost model on a fused group: whether it expects fusing to pay (a group
+    fused under `always_fuse` may be one it would decline) and its times, which the fusion
+    table records either way (model_fuses / model_detail), so a sweep can hold the model's
+    prediction against what it measures."""
+
+    fuses: bool = True
+    detail: str = ""
 
 
 class MixOrderNode(FusedSchedulerNode):
@@ -32,8 +44,8 @@ class MixOrderNode(FusedSchedulerNode):
         self.N = N
         self.plan = plan
         self.shape = shape  # ShapeInfo the plan was made from (bytes, dtypes, device)
-        #: The cost model's verdict: "" (fusing pays) or why not (fused under always_fuse).
-        self.verdict = ""
+        #: The cost model's verdict (a fused group the model declines: under always_fuse).
+        self.verdict = Verdict()
         self.group = inner.group
         self.attribution = attribution
         #: The graph's norm counts, which a codegen fallback corrects (`demote`).

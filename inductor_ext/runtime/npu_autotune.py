@@ -10,9 +10,9 @@ launch, and its grid code builds the fixed grid of the plan.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .. import compat
 from ..compat import HeuristicType
 from .autotune import CONFIGS_KEY
 
@@ -23,7 +23,7 @@ def npu_mix_order_autotune(size_hints: Any, reduction_hint: Any = None,
     import triton
 
     # Loaded already: the kernel module imports torch_npu's runtime before this line.
-    heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")
+    heuristics = compat.npu_heuristics()
     meta = dict(inductor_meta or {})
     meta["reduction_hint"] = reduction_hint
     configs = [triton.Config(dict(cfg), num_warps=1, num_stages=1)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from ..coverage import GraphCoverage
-from ..ir.node import MixOrderNode
+from ..ir.node import MixOrderNode, Verdict
 from .match import Candidate
 
 
@@ -21,7 +21,7 @@ def _regroup(sched: Scheduler, members: list[BaseSchedulerNode]) -> BaseSchedule
 
 
 def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidate,
-            plan: object, shape: object, verdict: str = "",
+            plan: object, shape: object, verdict: Verdict | None = None,
             coverage: GraphCoverage | None = None) -> list[BaseSchedulerNode]:
     """Return a new node list where the candidate's inner node and the column reductions
     are one MixOrderNode; leftovers of partly absorbed fused nodes stay as their own nodes."""
@@ -29,7 +29,7 @@ def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidat
     absorbed |= {id(col.cast) for col in cand.columns if col.cast is not None}
     fused = MixOrderNode(sched, cand.inner, cand.columns, cand.M, cand.N, plan, shape,
                          attribution=cand.attribution, coverage=coverage)
-    fused.verdict = verdict
+    fused.verdict = verdict if verdict is not None else Verdict()
 
     new_nodes: list[BaseSchedulerNode] = []
     replaced: list[tuple[BaseSchedulerNode, BaseSchedulerNode]] = []

@@ -20,10 +20,11 @@ from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
 from ..coverage import GraphCoverage
 from ..diagnostics import graph_id, warn_once
 from ..ir.column import ColumnReduction
+from ..ir.node import Verdict
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from ..reasons import Reason
-from . import legality
+from . import externs, legality
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -132,43 +133,45 @@ def planner_for_device(device: torch.device) -> planning.Planner:
 
 
 def plan_candidate(cand: Candidate
-                   ) -> tuple[LaunchPlan | None, ShapeInfo | None, Reason | None, str]:
-    """(plan, shape, reason, detail); plan is None when the group is declined (reason then
-    says why; None for a fused group). Matching settled legality and what the target needs
-    of each column (its accumulator, a per-sample row loop, one sample count); what is left
-    depends on the whole group: split rows, a tile the target can walk the row in
-    (`no_tile_fits`), what a column-tiled row cannot give its columns (`tiled_row_reads`,
-    `tiled_non_sum`), profitability. For a fused group `detail` is the cost model's
-    verdict: "" when it expects fusing to pay, else why not (fused anyway under
-    `always_fuse`; the fusion table records it)."""
+                   ) -> tuple[LaunchPlan | None, ShapeInfo | None, Reason | None, Verdict]:
+    """(plan, shape, reason, verdict); plan is None when the group is declined (reason then
+    says why, the verdict's detail the particulars; reason is None for a fused group).
+    Matching settled legality and what the target needs of each column (its accumulator,
+    a per-sample row loop, one sample count); what is left depends on the whole group:
+    split rows, a tile the target can walk the row in (`no_tile_fits`), what a
+    column-tiled row cannot give its columns (`tiled_row_reads`, `tiled_non_sum`),
+    profitability. For a fused group the verdict is the cost model's:
+    whether it expects fusing to pay (False: fused anyway under `always_fuse`) and its
+    times, which the fusion table records either way."""
     planner = cand.planner
     assert planner is not None  # matching decided the target
     segments = next((col.segments for col in cand.columns if col.segments > 1), 1)
     shape = shape_info(cand, legality.group_accumulator(cand.columns))
     split = planning.split_rows_reason(shape)
     if split:
-        return None, shape, Reason.SPLIT_ROWS, split
+        return None, shape, Reason.SPLIT_ROWS, Verdict(False, split)
     info = planning.device_info(compat.device_of(cand.inner))
     tuning = plan_inputs.tuning_for(planner.target)
     options = plan_inputs.plan_options()
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
-        return None, shape, Reason.NO_TILE_FITS, why
+        return None, shape, Reason.NO_TILE_FITS, Verdict(False, why)
     plan = planner.plan(shape, info, tuning, options)
     if segments > 1:
         assert planner.segments is not None  # matching declined the columns otherwise
         plan = planner.segments(plan, segments, shape.M_hint, shape.walks_pieces)
     if plan.column_tiled and any(col.row_reads for col in cand.columns):
-        return None, shape, Reason.TILED_ROW_READS, (
+        return None, shape, Reason.TILED_ROW_READS, Verdict(False, (
             "a column reduction reads what the row side computes, which needs the whole row "
-            "at once")
+            "at once"))
     if (plan.looped_column_tiles
             and any(col.reduction_type != "sum" for col in cand.columns)):
-        return None, shape, Reason.TILED_NON_SUM, "the looped column-tiled path adds sums only"
+        return None, shape, Reason.TILED_NON_SUM, Verdict(
+            False, "the looped column-tiled path adds sums only")
     ok, why = planner.profitable(shape, plan, info, tuning, options)
     if not ok and not ext_config.always_fuse:
-        return None, shape, Reason.NOT_PROFITABLE, why
-    return plan, shape, None, "" if ok else why
+        return None, shape, Reason.NOT_PROFITABLE, Verdict(False, why)
+    return plan, shape, None, Verdict(ok, why)
 
 
 def run(nodes: Sequence[BaseSchedulerNode],
@@ -180,6 +183,9 @@ def run(nodes: Sequence[BaseSchedulerNode],
     if sched is None:
         return nodes
     coverage = GraphCoverage(graph_id())
+    for ext in externs.scan(nodes):  # norm backwards Inductor left as extern kernels
+        decline(ext.names, ext.M, ext.N, Reason.EXTERN_NORM, ext.detail, ext.attribution,
+                coverage)
     try:
         unsupported = legality.unsupported_backends(nodes)
         for detail in unsupported:
@@ -203,11 +209,11 @@ def run(nodes: Sequence[BaseSchedulerNode],
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
         try:
-            plan, shape, reason, detail = plan_candidate(cand)
+            plan, shape, reason, verdict = plan_candidate(cand)
             if plan is None:
                 assert reason is not None
-                decline(cand.describe(), cand.M, cand.N, reason, detail, cand.attribution,
-                        coverage)
+                decline(cand.describe(), cand.M, cand.N, reason, verdict.detail,
+                        cand.attribution, coverage)
                 continue
             graph = graph if graph is not None else KernelGraph(nodes)
             for col in cand.columns:
@@ -223,7 +229,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
                         f"would run both before and after {via}", cand.attribution, coverage)
                 continue
             install_codegen(sched, compat.device_of(cand.inner))
-            nodes = convert(sched, nodes, cand, plan, shape, verdict=detail, coverage=coverage)
+            nodes = convert(sched, nodes, cand, plan, shape, verdict=verdict, coverage=coverage)
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
             coverage.add_fused(attribution.norms, attribution.other_columns)

@@ -5,8 +5,13 @@ runtime stubbed, triton-ascend 3.2.0, ascendnpu-ir 1.2.0); see check_npu.sh.
 
 For every norm-backward case (RMSNorm, LayerNorm with and without bias; fp32, bf16, fp16;
 N in 128 ... 16384, long rows column-tiled; odd and even M) and every norm backward of a
-2-layer Llama and a 2-layer GPT-2 training step (transformers configs), on each SoC
-(910B3, then Ascend950 in a second emulation session):
+2-layer Llama, GPT-2, Qwen3 and Mistral training step (transformers configs; models on
+910B3 only, --quick keeps Qwen3 and Mistral), on one SoC per (vector cores, UB) class of
+tests/support/npu_socs.py (SOCS: Ascend910B1, Ascend910B3, Ascend950; each in its own
+process and emulation session). A class that differs from a fully checked one only in
+vector cores (the 48-core A2/A3 SoCs vs the 910B3) runs core_count_cases() only, unless
+--all-cases: cores change the grid, not the tile. TORCH_NPU_VERSION picks the torch_npu
+release (check_npu.sh):
 
   fused     the plugin built the kernel on torch_npu's NPUIndexTritonKernel;
   numerics  the compiled gradients match float64 (tests.support.reference's per-dtype
@@ -17,8 +22,19 @@ N in 128 ... 16384, long rows column-tiled; odd and even M) and every norm backw
   planned   bishengir-compile planned each config's Unified Buffer within the SoC's UB
             (high-water read from its saved module.hivm.opt.mlir; ub_plan.py).
 
-A negative control (a UB budget forced 16x too large, so the tile is far over the UB) must
-come back from bishengir as overflow. Per-kernel lines, then exactly:
+The default-options subset (tests/ascend/cost_cases.py: COST_CASES whose op, dtype and N
+the selected cases have, lines `default-options-...`) runs without always_fuse: the cost
+model's decision must be the roofline's expectation on the hook's own shape, a decline
+`not_profitable` with the model's three times, the gradients float64's; a disagreement
+counts in F (its kernels are not counted in K).
+
+A model that fails with the plugin on is run once with it off; if it fails there too
+(torch_npu's own kernels), it is reported as BROKEN and counted in B, not F. Before torch_npu
+2.13 the fused kernel refuses the axis layout torch_npu gives adaLN / DiT groups (rows not
+split or looped): such a refusal is a decline, named per case, not a failure (gradients are
+still checked). A negative control (a UB budget forced 16x too large, so the tile is far
+over the UB) must come back from bishengir as overflow. Per-kernel lines, `B: B broken
+without the plugin`, then exactly:
 
     npu: K fused through torch_npu, K numerics ok, K lowered, K ub-planned, F failed
 
@@ -50,6 +66,7 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
+import cost_cases  # noqa: E402
 import torch  # noqa: E402
 import ub_plan  # noqa: E402
 
@@ -57,23 +74,81 @@ import inductor_ext  # noqa: E402
 from inductor_ext.targets.ascend import kernel as npu_kernel  # noqa: E402
 from inductor_ext.targets.ascend import ub as npu_ub  # noqa: E402
 from tests.support import npu_emulation as emu  # noqa: E402
-from tests.support import reference  # noqa: E402
+from tests.support import npu_socs, reference  # noqa: E402
 
 OPS = ("rms", "ln", "ln_nobias")
+#: adaLN (DiT's modulated LayerNorm without affine, x [B, T, N], scale / shift [B, 1, N]):
+#: d(scale) / d(shift) per sample, segmented partials (M = 33: 3 samples of 11 rows, M = 64:
+#: 2 of 32; --quick keeps bf16 at M = 33); fp32 and bf16, persistent and column-tiled rows.
+ADALN_NS = (768, 8192, 16384)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NS = (128, 768, 4096, 5120, 8192, 12288, 16384)
-SOCS = ("910B3", "950")
-MODELS = ("llama", "gpt2", "qwen3")
+#: One SoC per (vector cores, UB) class of the SoC table (tests/support/npu_socs.py): the
+#: calibrated Ascend910B3 (40 vector cores, the A2/A3 UB), Ascend910B1 (48: 910B1/B2/B2C
+#: and the 48-core 910_93 parts), Ascend950. Each runs in its own process.
+SOCS = tuple(s.name for s in npu_socs.representatives())
+MODELS = ("llama", "gpt2", "qwen3", "mistral", "dit")
+#: The models --quick keeps (about a minute each): the per-head q/k norms (several row
+#: axes) and a plain decoder (Mistral: Llama's norms, sliding-window attention config).
+QUICK_MODELS = ("qwen3", "mistral", "dit")
 #: SoCs the models run on (each model compile takes a minute in the emulation).
-MODEL_SOCS = ("910B3",)
+MODEL_SOCS = ("Ascend910B3",)
 #: Norm backwards each model must fuse (Llama: 2 RMSNorms per layer + the final one, one
 #: may be declined; GPT-2: 2 LayerNorms per layer + ln_f; Qwen3: Llama's plus the per-head
-#: q_norm / k_norm of each layer, on [B, T, H, D] with several row axes).
-MODEL_MIN_FUSED = {"llama": 4, "gpt2": 5, "qwen3": 9}
-#: Norms of each model (inductor_ext.metrics.norms counts those whose kernels were emitted).
-MODEL_NORMS = {"llama": 5, "gpt2": 5, "qwen3": 9}
+#: q_norm / k_norm of each layer, on [B, T, H, D] with several row axes; Mistral: Llama's).
+MODEL_MIN_FUSED = {"llama": 4, "gpt2": 5, "qwen3": 9, "mistral": 4, "dit": 4}
+#: Norms of each model (inductor_ext.metrics.norms counts those whose kernels were emitted;
+#: DiT (tests/support/models.py, 2 blocks): blocks.0.norm1 has no dx, its input needs none).
+MODEL_NORMS = {"llama": 5, "gpt2": 5, "qwen3": 9, "mistral": 5, "dit": 4}
+#: Models whose norms must also fuse their per-sample (segmented) columns: their norm
+#: kernels with segments, at least.
+MODEL_MIN_SEGMENTED = {"dit": 3}
 #: The negative control's UB budget: 16x the SoC's, so the tile is far over the real UB.
 NEGATIVE_UB_FACTOR = 16
+#: The kernel's refusal of torch_npu's axis layout (inductor_ext/targets/ascend/kernel.py:
+#: rows not split or looped, or an axis not tiled). torch_npu releases before 2.13 lay out
+#: adaLN's and DiT's [B, T, N] groups (and, on 2.12, Qwen3's per-head q/k norms) that way;
+#: there the refusal is a decline, not a failure.
+LAYOUT_REFUSAL = ("torch_npu split", "the fused kernel needs the row axes")
+#: Models that failed with the plugin on and also with it off (torch_npu's own kernels):
+#: reported as B, not F ("<soc> <model>: <error>"); filled by run_soc.
+BROKEN: list[str] = []
+
+
+def layout_refusal_is_decline() -> bool:
+    """True for the torch_npu releases (read from the emulated wheel) older than 2.13.0,
+    whose axis layout the fused kernel refuses for adaLN / DiT groups (see LAYOUT_REFUSAL)."""
+    major, minor = (int(p) for p in emu.torch_npu_version().split(".")[:2])
+    return (major, minor) < (2, 13)
+
+
+@contextlib.contextmanager
+def reject_details(into: list[tuple[str, str]]):
+    """Record (reason, detail) of every decline of the hook (metrics.record_reject)."""
+    original = inductor_ext.metrics.record_reject
+
+    def record_reject(reason: Any, *args: Any, **kwargs: Any) -> None:
+        into.append((str(getattr(reason, "value", reason)), str(kwargs.get("detail", ""))))
+        original(reason, *args, **kwargs)
+
+    inductor_ext.metrics.record_reject = record_reject
+    try:
+        yield into
+    finally:
+        inductor_ext.metrics.record_reject = original
+
+
+def layout_refusals(details: list[tuple[str, str]]) -> list[str]:
+    """The declines that are LAYOUT_REFUSAL (an internal_error of the fused codegen)."""
+    return [detail for reason, detail in details
+            if reason == "internal_error" and all(s in detail for s in LAYOUT_REFUSAL)]
+
+
+def plugin_off() -> Any:
+    """Inductor config with the plugin's pass (and cache-key carrier) unset: stock
+    torch_npu kernels, to tell a model torch_npu itself cannot run from our failure."""
+    return torch._inductor.config.patch({k: None for k, v in inductor_ext.options().items()
+                                         if not isinstance(v, bool)})
 
 
 @dataclasses.dataclass
@@ -97,6 +172,8 @@ class Kernel:
     plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     estimates: list[int] = dataclasses.field(default_factory=list)
     error: str = ""
+    #: Its model also fails with the plugin off (torch_npu's own kernels): counted in B.
+    broken: bool = False
     futures: list[Any] = dataclasses.field(default_factory=list, repr=False)
 
     def resolve(self) -> None:
@@ -138,7 +215,8 @@ class Kernel:
                              cols=math.prod(cols) if cols else self.plan["r0_block"],
                              row_elem_bytes=extra["row_elem_bytes"], partials=self.partials,
                              looped=self.plan["column_tiled"],
-                             multibuffer=bool(cfg["multibuffer"]), soc=self.soc)
+                             multibuffer=bool(cfg["multibuffer"]),
+                             ub_class=npu_socs.get(self.soc).ub_class)
 
 
 # ---------------------------------------------------------------------------------------
@@ -151,30 +229,63 @@ def norm_cases() -> list[tuple[str, str, int, int]]:
     out = []
     for i, (op, dname, N) in enumerate((o, d, n) for o in OPS for d in DTYPES for n in NS):
         out.append((op, dname, N, 33 if i % 2 else 64))
+    for i, (dname, N) in enumerate((d, n) for d in ("fp32", "bf16") for n in ADALN_NS):
+        out.append(("adaln", dname, N, 33 if i % 2 else 64))
     return out
+
+
+def adaln_case(dname: str, N: int, M: int):
+    """(fn, inputs, dy, names) of DiT's modulated LayerNorm over M = B * T rows (B = 3
+    when it divides M, else 2), fp32 statistics as F.layer_norm keeps them."""
+    import torch.nn.functional as F
+
+    dtype = DTYPES[dname]
+    B = 3 if M % 3 == 0 else 2
+    torch.manual_seed(0)
+    x = torch.randn(B, M // B, N, dtype=dtype, requires_grad=True)
+    scale = (0.5 * torch.randn(B, 1, N)).to(dtype).requires_grad_()
+    shift = torch.randn(B, 1, N, dtype=dtype, requires_grad=True)
+
+    def fn(x, scale, shift):
+        return F.layer_norm(x, (N,), None, None, 1e-6) * (1 + scale) + shift
+    return fn, [x, scale, shift], torch.randn_like(x), ["dx", "dscale", "dshift"]
+
+
+def core_count_cases(cases: list[tuple[str, str, int, int]]
+                     ) -> list[tuple[str, str, int, int]]:
+    """The cases of a SoC whose class differs from a fully checked one only in vector cores
+    (npu_socs.core_count_only): cores change the grid (programs, each one's rows), never
+    the tile, so per op a persistent (N=768) and a column-tiled (N=16384) row at M=64,
+    whose 64 one-row blocks outnumber the cores (48 programs here, 40 on the 910B3); 9
+    cases, 3 under --quick (bf16)."""
+    return [c for c in cases if c[2] in (768, 16384) and c[3] == 64]
 
 
 def run_norm(op: str, dname: str, N: int, M: int) -> tuple[bool, str]:
     """Compile and run one norm forward+backward; (gradients ok, detail)."""
     dtype = DTYPES[dname]
-    torch.manual_seed(0)
-    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(N, dtype=dtype)).requires_grad_()
-    if op == "rms":
-        fn, inputs = reference.rms_norm, [x, w]
+    names = ["dx", "dw", "db"]
+    if op == "adaln":
+        fn, inputs, dy, names = adaln_case(dname, N, M)
     else:
-        b = torch.randn(N, dtype=dtype, requires_grad=True) if op == "ln" else None
-        fn, inputs = reference.layer_norm, [x, w, b]
-    dy = torch.randn(M, N, dtype=dtype)
+        torch.manual_seed(0)
+        x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+        w = (1 + 0.1 * torch.randn(N, dtype=dtype)).requires_grad_()
+        if op == "rms":
+            fn, inputs = reference.rms_norm, [x, w]
+        else:
+            b = torch.randn(N, dtype=dtype, requires_grad=True) if op == "ln" else None
+            fn, inputs = reference.layer_norm, [x, w, b]
+        dy = torch.randn(M, N, dtype=dtype)
     got = reference.autograd_grads(torch.compile(fn, dynamic=False), inputs, dy)
     ref = reference.float64_grads(fn, inputs, dy)
     eager = reference.autograd_grads(fn, inputs, dy)
     try:
-        reference.assert_close(got, ref, ["dx", "dw", "db"][:len(got)], eager=eager)
+        reference.assert_close(got, ref, names[:len(got)], eager=eager)
     except AssertionError as exc:
         return False, str(exc)
     errs = ", ".join(f"{n} {reference.max_rel_err(g, r):.1e}"
-                     for n, g, r in zip(["dx", "dw", "db"], got, ref))
+                     for n, g, r in zip(names, got, ref))
     return True, errs
 
 
@@ -184,6 +295,8 @@ def run_model(name: str) -> tuple[bool, str]:
     import transformers
 
     torch.manual_seed(0)
+    if name == "dit":
+        return run_dit()
     if name == "llama":
         config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128,
                                           num_hidden_layers=2, num_attention_heads=4,
@@ -196,6 +309,12 @@ def run_model(name: str) -> tuple[bool, str]:
                                           num_key_value_heads=2, head_dim=16,
                                           vocab_size=128, max_position_embeddings=64)
         model = transformers.Qwen3ForCausalLM(config)
+    elif name == "mistral":
+        config = transformers.MistralConfig(hidden_size=64, intermediate_size=128,
+                                            num_hidden_layers=2, num_attention_heads=4,
+                                            num_key_value_heads=2, head_dim=16,
+                                            vocab_size=128, max_position_embeddings=64)
+        model = transformers.MistralForCausalLM(config)
     else:
         config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=128,
                                          n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -213,6 +332,36 @@ def run_model(name: str) -> tuple[bool, str]:
     loss_err = abs(loss.item() - eager_loss.item())
     ok = loss_err < 1e-4 and worst < 1e-3
     return ok, f"loss diff {loss_err:.1e}, worst grad rel err {worst:.1e}"
+
+
+def broken_without_plugin(name: str) -> str:
+    """Run the model once with the plugin off; its failure there ("" if it passes): a
+    model torch_npu's own kernels cannot run is no verdict on the fused kernels."""
+    torch._dynamo.reset()
+    try:
+        with plugin_off():
+            ok, detail = run_model(name)
+    except Exception as exc:
+        traceback.print_exc(limit=4, file=sys.stderr)
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        torch._dynamo.reset()
+    return "" if ok else detail
+
+
+def run_dit() -> tuple[bool, str]:
+    """One step of the 2-block DiT of tests/support/models.py (adaLN: LayerNorm without
+    affine, per-sample scale / shift / gate), compiled vs eager fp32."""
+    from tests.support import models
+
+    work = models.build("dit", models.Size(batch=2, seq=12, hidden=32, layers=2))
+    eager_loss, eager = work.loss(), models.grads(work)
+    compiled = torch.compile(work.model, dynamic=False)
+    loss, grads = work.loss(compiled), models.grads(work, compiled)
+    worst = max(reference.max_rel_err(grads[k], eager[k]) for k in eager)
+    loss_err = abs(loss.item() - eager_loss.item())
+    return loss_err < 1e-4 and worst < 1e-3, (f"loss diff {loss_err:.1e}, worst grad rel "
+                                             f"err {worst:.1e}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,7 +404,8 @@ def lower_and_plan(kernel: Kernel, pool: concurrent.futures.Executor, workdir: s
             if key in linalg_by_block:
                 continue
             signature = {k: v for k, v in kernel.signature.items() if k not in constants}
-            _, linalg = lower_function(fn, signature, constants, kernel.soc,
+            _, linalg = lower_function(fn, signature, constants,
+                                       ub_plan.lowering_soc(kernel.soc),
                                        {"multibuffer": bool(cfg["multibuffer"])})
             path = os.path.join(workdir, f"{len(linalg_by_block)}.mlir")
             with open(path, "w") as f:
@@ -275,10 +425,21 @@ def autotuned_configs(kernel: Kernel, launches: list[tuple[str, dict, bool]]) ->
     """How many of the kernel's configs torch_npu's autotuner launched before its real
     launch (the emulated device records every launch of the device path)."""
     ours = [cfg for name, cfg, _ in launches if name == kernel.name]
-    timed = {tuple(sorted((k, v) for k, v in cfg.items()
-                          if k.endswith("BLOCK_SUB") or k == "multibuffer"))
-             for cfg in ours[:-1]}
+    timed = {_config_key(cfg) for cfg in ours[:-1]}
     return len(timed) if len(kernel.configs) > 1 else int(bool(ours))
+
+
+def _config_key(cfg: dict[str, Any]) -> tuple:
+    """A launch config as the autotuner tells it apart: its blocks and multibuffer."""
+    return tuple(sorted((k, v) for k, v in cfg.items()
+                        if k.endswith("BLOCK_SUB") or k == "multibuffer"))
+
+
+def distinct_configs(kernel: Kernel) -> int:
+    """The kernel's different launch configs: plan configs can name the same blocks once
+    written in its axes (several row axes of few rows: the split axis's block is capped
+    at each program's rows), and the autotuner times such a config once."""
+    return len({_config_key(cfg) for cfg in kernel.configs})
 
 
 def make_kernel(case: str, soc: str, record: dict[str, Any]) -> Kernel:
@@ -306,14 +467,19 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
             torch._dynamo.reset()
             inductor_ext.metrics.reset()
             records: list[dict[str, Any]] = []
+            rejects: list[tuple[str, str]] = []
             start = time.perf_counter()
             try:
-                with capture(records):
+                with capture(records), reject_details(rejects):
                     ok, detail = run_norm(*spec) if isinstance(spec, tuple) else run_model(spec)
             except Exception as exc:
                 traceback.print_exc(limit=4, file=sys.stderr)
                 ok, detail = False, f"{type(exc).__name__}: {str(exc)[:300]}"
             declined = dict(inductor_ext.metrics.rejected_pairs)
+            # Before torch_npu 2.13 a refused layout is a decline (gradients still checked).
+            refused = layout_refusals(rejects) if layout_refusal_is_decline() else []
+            case_failures: list[str] = []
+            case_kernels: list[Kernel] = []
             norms = ""
             if isinstance(spec, str):  # a model: count its norm backwards, not kernels
                 counts = inductor_ext.metrics.norms
@@ -322,12 +488,23 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                          f"({counts.get('found', 0)} found)")
             else:
                 fused, need = len(records), 1
+            segmented = sum(r["plan"]["segments"] > 1 for r in records)
+            want = (int(spec[0] == "adaln") if isinstance(spec, tuple)
+                    else MODEL_MIN_SEGMENTED.get(spec, 0))
+            need, want = max(0, need - len(refused)), max(0, want - len(refused))
+            if segmented < want:
+                case_failures.append(f"{soc} {case}: {segmented} kernels with per-sample "
+                                     f"partials, want >= {want} (declined {declined})")
             log(f"  {soc} {case}: {len(records)} fused{norms}, declined {declined or '-'}, "
                 f"{'ok' if ok else 'WRONG'} ({detail}) {time.perf_counter() - start:.1f} s")
+            if refused:
+                log(f"  {soc} {case}: {len(refused)} declined, layout refused on torch_npu "
+                    f"{emu.torch_npu_version()} (a decline before 2.13, not a failure): "
+                    f"{refused[0]}")
             if fused < need:
                 what = "norm backwards" if isinstance(spec, str) else "kernels"
-                failures.append(f"{soc} {case}: {fused} fused {what}, want >= {need} "
-                                f"(declined {declined})")
+                case_failures.append(f"{soc} {case}: {fused} fused {what}, want >= {need} "
+                                     f"(declined {declined})")
             launches = emu.virtual_device().launches
             for i, record in enumerate(records):
                 kernel = make_kernel(case + (f"#{i}" if len(records) > 1 else ""), soc, record)
@@ -335,8 +512,8 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                 kernel.timed = autotuned_configs(kernel, launches)
                 if not ok:
                     kernel.error = f"numerics: {detail}"
-                elif len(kernel.configs) > 1 and kernel.timed != len(kernel.configs):
-                    kernel.error = (f"launch path: {kernel.timed} of {len(kernel.configs)} "
+                elif len(kernel.configs) > 1 and kernel.timed != distinct_configs(kernel):
+                    kernel.error = (f"launch path: {kernel.timed} of {distinct_configs(kernel)} "
                                     "configs timed by torch_npu's autotuner")
                     kernel.numerics = False
                 try:
@@ -345,8 +522,21 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
                 except Exception as exc:
                     traceback.print_exc(limit=4, file=sys.stderr)
                     kernel.error = kernel.error or f"lowering: {type(exc).__name__}: {exc}"
-                kernels.append(kernel)
+                case_kernels.append(kernel)
             launches.clear()
+            broken = broken_without_plugin(spec) if isinstance(spec, str) and not ok else ""
+            if broken:  # B, not F: its numerics and counts cannot be checked here
+                BROKEN.append(f"{soc} {case}: torch_npu's own kernels fail this model "
+                              f"(plugin off): {broken}")
+                log(f"  {BROKEN[-1]}")
+                for kernel in case_kernels:
+                    kernel.broken = True
+                    if kernel.error.startswith("numerics:"):
+                        kernel.error = ""
+                case_failures = []
+            kernels += case_kernels
+            failures += case_failures
+        failures += check_default_options(soc, cases, log)
         if control:
             negative = negative_control(pool, workdir, soc)
         log(f"  {soc}: waiting for bishengir-compile")
@@ -354,6 +544,49 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
             kernel.resolve()
     torch._dynamo.reset()
     return kernels, failures, negative
+
+
+def check_default_options(soc: str, cases: list[tuple[str, str, int, int]], log: Any
+                          ) -> list[str]:
+    """The default-options subset: cost_cases.COST_CASES whose (op, dtype, N) the selected
+    cases have, compiled without always_fuse. The cost model's decision must be the
+    roofline's expectation (cost_cases.roofline_expectation, on the hook's own shape), a
+    decline must be `not_profitable` with the three times, and the gradients (fused or
+    torch_npu's own kernels) float64's. These check decisions: their kernels are neither
+    lowered nor counted above. Returns the failures."""
+    selected = {case[:3] for case in cases}
+    failures: list[str] = []
+    for op, dname, N, M in (c for c in cost_cases.COST_CASES if c[:3] in selected):
+        case = cost_cases.case_name(op, dname, N, M)
+        torch._dynamo.reset()
+        inductor_ext.metrics.reset()
+        start = time.perf_counter()
+        with inductor_ext.config.patch(always_fuse=False), cost_cases.decisions() as seen:
+            try:
+                ok, detail = run_norm(op, dname, N, M)
+            except Exception as exc:
+                traceback.print_exc(limit=4, file=sys.stderr)
+                ok, detail = False, f"{type(exc).__name__}: {str(exc)[:300]}"
+        if len(seen) != 1:
+            failures.append(f"{soc} {case}: {len(seen)} groups planned, want 1")
+            continue
+        shape, reason, verdict = seen[0]
+        fuses = reason is None
+        expect = cost_cases.expectation_for(shape)
+        times = cost_cases.TIMES.search(verdict.detail)
+        log(f"  {soc} {case}: model {'fuses' if fuses else 'declines'} ({verdict.detail}), "
+            f"roofline expects {'-' if expect is None else 'fuse' if expect else 'decline'}, "
+            f"{'ok' if ok else 'WRONG'} ({detail}) {time.perf_counter() - start:.1f} s")
+        if expect is None or fuses is not expect:
+            failures.append(f"{soc} {case}: model {'fuses' if fuses else 'declines'}, "
+                            f"roofline expects {expect} ({verdict.detail})")
+        if (not fuses and reason != "not_profitable") or not times:
+            failures.append(f"{soc} {case}: declined {reason}: {verdict.detail}")
+        if inductor_ext.metrics.mix_order_kernels != int(fuses) or not ok:
+            failures.append(f"{soc} {case}: {inductor_ext.metrics.mix_order_kernels} fused "
+                            f"kernels for a model that {'fuses' if fuses else 'declines'}, "
+                            f"numerics {'ok' if ok else detail}")
+    return failures
 
 
 def negative_control(pool: concurrent.futures.Executor, workdir: str, soc: str) -> Kernel:
@@ -385,8 +618,11 @@ def main() -> int:
     ap.add_argument("--serial", action="store_true",
                     help="the SoCs one after the other in this process (default: one "
                          "process per SoC, side by side)")
-    ap.add_argument("--quick", action="store_true", help="a few cases, no models")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a few cases and the models {', '.join(QUICK_MODELS)}")
     ap.add_argument("--only", help="cases (and models) whose name contains this")
+    ap.add_argument("--all-cases", action="store_true",
+                    help="the whole case list on every SoC, core-count-only classes too")
     ap.add_argument("--csv", help="write every planned config here")
     ap.add_argument("--calibration", help="refit the UB calibration table in this file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # results file of one SoC's process
@@ -402,7 +638,7 @@ def main() -> int:
     models = MODELS
     if args.quick:
         cases = [c for c in cases if c[2] in (768, 16384) and c[1] == "bf16"]
-        models = ()
+        models = QUICK_MODELS
     if args.only:
         cases = [c for c in cases if args.only in "{}-{}-N{}-M{}".format(*c)]
         models = tuple(m for m in models if args.only in f"{m}-2layer")
@@ -415,13 +651,16 @@ def main() -> int:
         print(f"[{time.perf_counter() - start:6.1f} s]{line}", flush=True)
 
     def run(soc: str) -> tuple[list[Kernel], list[str], Kernel | None]:
-        return run_soc(soc, cases, models if soc in MODEL_SOCS else (), args.workers,
+        full = args.all_cases or not npu_socs.core_count_only(npu_socs.get(soc))
+        return run_soc(soc, cases if full else core_count_cases(cases),
+                       models if npu_socs.get(soc).name in MODEL_SOCS else (), args.workers,
                        workdir, log, control=soc == socs[0] and not args.no_control)
 
     if args.worker:
         kernels, failures, control = run(socs[0])
         with open(args.worker, "w") as f:
             json.dump({"kernels": [k.to_json() for k in kernels], "failures": failures,
+                   "broken": BROKEN,
                        "control": control.to_json() if control else None}, f)
         return 0
     kernels, failures, controls = [], [], []
@@ -447,6 +686,7 @@ def _run_side_by_side(socs: list[str], workdir: str, args: argparse.Namespace
     """One worker process per SoC (an emulation session each, on the machine's cores);
     the first SoC's also runs the negative control."""
     passthrough = ["--workers", str(args.workers), *(["--quick"] if args.quick else []),
+                   *(["--all-cases"] if args.all_cases else []),
                    *(["--only", args.only] if args.only else [])]
     procs = []
     for soc in socs:
@@ -465,6 +705,7 @@ def _run_side_by_side(socs: list[str], workdir: str, args: argparse.Namespace
             data = json.load(f)
         kernels += [Kernel(**k) for k in data["kernels"]]
         failures += data["failures"]
+        BROKEN.extend(data.get("broken", []))
         controls.append(Kernel(**data["control"]) if data["control"] else None)
     return kernels, failures, controls
 
@@ -487,12 +728,13 @@ def report(kernels: list[Kernel], control: Kernel | None, failures: list[str]) -
                         if plan["overflow_bits"] else plan["error"]
                         or f"{plan['high_water']} B > UB")
                 k.error = k.error or f"ub plan {cfg}: {what}"
+    socs = list(dict.fromkeys(k.soc for k in kernels))
     print(f"{'case':28s} {'kernel':13s} {'family':8s} " +
-          " ".join(f"{s + ' UB B (planned/est/UB)':>31s}" for s in SOCS))
+          " ".join(f"{s + ' UB B (planned/est/UB)':>31s}" for s in socs))
     for case, per_soc in by_case.items():
         first = next(iter(per_soc.values()))
         cells = []
-        for soc in SOCS:
+        for soc in socs:
             k = per_soc.get(soc)
             if k is None:
                 cells.append(f"{'-':>31s}")
@@ -500,7 +742,7 @@ def report(kernels: list[Kernel], control: Kernel | None, failures: list[str]) -
             top = max((p["high_water"] or 0 for p in k.plans), default=0)
             est = max(k.estimates, default=0)
             cells.append(f"{top:>8d}/{est:>8d}/{ub_plan.UB_BYTES[soc]:>6d}"
-                         f"{' ok' if not k.error else ' !!':>4s}  ")
+                         f"{' !!' if k.error else ' B' if k.broken else ' ok':>4s}  ")
         print(f"{case:28s} {first.kind:13s} {first.family:8s} " + " ".join(cells))
         for k in per_soc.values():
             if k.error:
@@ -514,6 +756,8 @@ def report(kernels: list[Kernel], control: Kernel | None, failures: list[str]) -
         failures.append(f"negative control not reported as overflow: {plan}")
     for failure in failures:
         print(f"FAIL {failure}")
+    for broken in BROKEN:
+        print(f"BROKEN {broken}")
     return rows
 
 
@@ -525,9 +769,11 @@ def print_summary(kernels: list[Kernel], failures: list[str]) -> int:
                   for k in kernels)
     failed = sum(bool(k.error) for k in kernels) + len(failures)
     multi = [k for k in kernels if len(k.configs) > 1]
-    print(f"launch path: {sum(k.timed == len(k.configs) for k in multi)} of {len(multi)} "
+    print(f"launch path: {sum(k.timed == distinct_configs(k) for k in multi)} of {len(multi)} "
           "kernels with several configs had each timed by torch_npu's autotuner "
           "(emulated device) before the real launch")
+    # B: models torch_npu's own kernels fail (plugin off too); not failures of ours.
+    print(f"B: {len(BROKEN)} broken without the plugin")
     print(f"npu: {fused} fused through torch_npu, {numerics} numerics ok, {lowered} lowered, "
           f"{planned} ub-planned, {failed} failed")
     return 0 if failed == 0 and fused > 0 else 1

@@ -3,9 +3,11 @@
 # fused on torch_npu's kernel class, gradients vs float64 in triton-ascend's interpreter,
 # lowered by triton-ascend (make_ttir, ttir_to_linalg), UB planned by bishengir-compile
 # (910B3 and Ascend950). See tests/ascend/check_npu.py. Builds the npu venv when needed
-# (tests/ascend/setup_npu_venv.sh; $NPU_VENV, default <repo>/.npu-venv).
+# (tests/ascend/setup_npu_venv.sh; $NPU_VENV, default <repo>/.npu-venv for torch_npu 2.13.0,
+# <repo>/.npu-venv-<version> for the others).
 #
 #   bash tests/ascend/check_npu.sh [check_npu.py options]
+#   TORCH_NPU_VERSION=2.14.0 bash tests/ascend/check_npu.sh --quick   # another paired release
 #
 # Last line: `npu: K fused through torch_npu, K numerics ok, K lowered, K ub-planned, F failed`;
 # exits non-zero unless F = 0.
@@ -13,7 +15,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 start=$(date +%s)
-python="$(NPU_VENV="${NPU_VENV:-$root/.npu-venv}" bash "$here/setup_npu_venv.sh" | tail -n1)"
+# TORCH_NPU_VERSION (default 2.13.0) and NPU_VENV pass through; setup_npu_venv.sh refuses an
+# unpaired release before anything is built.
+python="$(bash "$here/setup_npu_venv.sh" | tail -n1)"
 export CHECK_NPU_SETUP_S=$(( $(date +%s) - start ))
 cd "$root"
 PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" TRITON_INTERPRET=1 \

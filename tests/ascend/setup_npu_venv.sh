@@ -7,18 +7,37 @@
 #   wheel downloaded and unpacked, NOT installed (it needs CANN to import).
 #
 #   bash tests/ascend/setup_npu_venv.sh          # venv at $NPU_VENV, default <repo>/.npu-venv
+#   TORCH_NPU_VERSION=2.14.0 bash tests/ascend/setup_npu_venv.sh   # <repo>/.npu-venv-2.14.0
+#
+# TORCH_NPU_VERSION (default 2.13.0) picks the torch_npu release; torch is its pair (same
+# minor). 2.13.0 is built as CI has always built it (pip, torch's CPU wheel). The other
+# pairs' torch exists on the registry only as a CUDA build, which imports only with its
+# nvidia-* wheels: those venvs are built with uv (as .ci/run builds torch 2.15's), and the
+# upstream `triton` torch depends on is removed before triton-ascend is installed, so that
+# `import triton` is triton-ascend. A torch_npu wheel already downloaded can be named by
+# TORCH_NPU_WHEEL (a file) or found in TORCH_NPU_WHEEL_DIR; else pip downloads it.
 #
 # Idempotent: a stamp records the inputs of the last complete build; a venv whose stamp
 # matches is left as it is. Prints the venv's python path as its last line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-venv="${NPU_VENV:-$root/.npu-venv}"
 base_python="${PYTHON:-python3}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-TORCH_VERSION=2.13.0
-TORCH_NPU_VERSION=2.13.0
+TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-2.13.0}"
+# The releases we pair: torch_npu X.Y.Z[.postN] requires torch X.Y.Z.
+case "$TORCH_NPU_VERSION" in
+  2.11.0.post3) TORCH_VERSION=2.11.0 ;;
+  2.12.0.post3) TORCH_VERSION=2.12.0 ;;
+  2.13.0) TORCH_VERSION=2.13.0 ;;
+  2.14.0) TORCH_VERSION=2.14.0 ;;
+  *) echo "setup_npu_venv: TORCH_NPU_VERSION=$TORCH_NPU_VERSION is not a paired release" \
+       "(2.11.0.post3, 2.12.0.post3, 2.13.0, 2.14.0)" >&2; exit 2 ;;
+esac
+if [ "$TORCH_NPU_VERSION" = 2.13.0 ]; then default_venv="$root/.npu-venv"
+else default_venv="$root/.npu-venv-$TORCH_NPU_VERSION"; fi
+venv="${NPU_VENV:-$default_venv}"
 TRITON_ASCEND_VERSION=3.2.0
 ASCENDNPU_IR_VERSION=1.2.0
 # Unpacked wheel: $wheel_dir/torch_npu/_inductor/... and $wheel_dir/torchnpugen (pure Python,
@@ -37,13 +56,30 @@ if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$want" ] && [ -x "$venv/bin/py
 fi
 
 start=$(date +%s)
-[ -x "$venv/bin/python" ] || "$base_python" -m venv "$venv"
-pip=("$venv/bin/python" -m pip install -q)
-
-# torch first, from the same place the project's CI gets it; then triton-ascend over it:
-# the CPU torch wheel does not depend on `triton`, so nothing reinstalls upstream Triton.
-"${pip[@]}" "torch==$TORCH_VERSION"
-"${pip[@]}" "triton-ascend==$TRITON_ASCEND_VERSION" "numpy<2.4" pytest pytest-xdist hypothesis pybind11
+if [ "$TORCH_VERSION" = 2.13.0 ]; then
+  [ -x "$venv/bin/python" ] || "$base_python" -m venv "$venv"
+  pip=("$venv/bin/python" -m pip install -q)
+  # torch first, from the same place the project's CI gets it; then triton-ascend over it:
+  # the CPU torch wheel does not depend on `triton`, so nothing reinstalls upstream Triton.
+  "${pip[@]}" "torch==$TORCH_VERSION"
+  "${pip[@]}" "triton-ascend==$TRITON_ASCEND_VERSION" "numpy<2.4" pytest pytest-xdist \
+    hypothesis pybind11
+else
+  # The CUDA build (torch + nvidia-* + upstream triton, ~3 GB to fetch) with uv, which
+  # fetches in parallel; --seed puts pip in the venv for the steps below.
+  uv="$root/.venv/bin/uv"
+  [ -x "$uv" ] || uv="$(command -v uv)" || {
+    echo "setup_npu_venv: torch $TORCH_VERSION needs uv (.venv/bin/uv or uv on PATH)" >&2
+    exit 1; }
+  [ -x "$venv/bin/python" ] || "$uv" venv -q --seed "$venv" --python "$base_python"
+  pip=("$uv" pip install -q --python "$venv/bin/python")
+  export UV_HTTP_TIMEOUT="${UV_HTTP_TIMEOUT:-180}"
+  "${pip[@]}" "torch==$TORCH_VERSION" "numpy<2.4" pytest pytest-xdist hypothesis pybind11
+  # torch's dependency, upstream Triton, owns the same `triton` package as triton-ascend:
+  # remove it first so that no file of it is left among triton-ascend's.
+  "$uv" pip uninstall -q --python "$venv/bin/python" triton
+  "${pip[@]}" "triton-ascend==$TRITON_ASCEND_VERSION"
+fi
 if "$venv/bin/python" -c "import triton, sys; sys.exit(triton.__version__ != '$TRITON_ASCEND_VERSION')"
 then :; else
   echo "setup_npu_venv: 'triton' in $venv is not triton-ascend $TRITON_ASCEND_VERSION" >&2
@@ -65,7 +101,13 @@ if "${pip[@]}" "ascendnpu-ir==$ASCENDNPU_IR_VERSION" >/dev/null 2>&1; then
 # _inductor package by path).
 dl="$(mktemp -d)"
 trap 'rm -rf "$dl"' EXIT
-"$venv/bin/python" -m pip download -q --no-deps "torch_npu==$TORCH_NPU_VERSION" -d "$dl"
+if [ -n "${TORCH_NPU_WHEEL:-}" ]; then cp "$TORCH_NPU_WHEEL" "$dl/"
+elif [ -n "${TORCH_NPU_WHEEL_DIR:-}" ] \
+    && ls "$TORCH_NPU_WHEEL_DIR"/torch_npu-"$TORCH_NPU_VERSION"-*.whl >/dev/null 2>&1; then
+  cp "$TORCH_NPU_WHEEL_DIR"/torch_npu-"$TORCH_NPU_VERSION"-*.whl "$dl/"
+else
+  "$venv/bin/python" -m pip download -q --no-deps "torch_npu==$TORCH_NPU_VERSION" -d "$dl"
+fi
 rm -rf "$wheel_dir"
 mkdir -p "$wheel_dir"
 "$venv/bin/python" - "$dl" "$wheel_dir" <<'EOF'

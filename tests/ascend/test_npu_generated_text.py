@@ -1,6 +1,7 @@
 """The fused kernels torch_npu's emulated backend builds with the plugin on, byte for byte
 against a committed recording (tests/golden/torch_npu-<torch minor>/): persistent and
-column-tiled RMSNorm / LayerNorm, and the per-head q/k norm whose rows span several axes.
+column-tiled RMSNorm / LayerNorm, the per-head q/k norm whose rows span several axes, and
+adaLN's per-sample partials (persistent and column-tiled rows).
 See tests/test_generated_text.py for the flavors' own cases and how to record anew.
 
     TRITON_INTERPRET=1 .npu-venv/bin/python -m pytest -q tests/ascend/test_npu_generated_text.py
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from npu_cases import fused_kernels, norm_case, plugin_on
+from test_npu_adaln import adaln_case
 from test_npu_qk_norms import per_head_case
 
 from tests.support import npu_emulation as emu
@@ -26,6 +28,9 @@ CASES = {
     "ln_nobias-fp32-64x128": lambda: norm_case("ln_nobias", 64, 128),
     "rms-bf16-33x16384-column-tiles": lambda: norm_case("rms", 33, 16384, torch.bfloat16),
     "qk-rope-bf16": lambda: per_head_case("rope", torch.bfloat16),
+    # adaLN: per-sample partials, one sample per program on torch_npu's sample axis
+    "adaln-bf16-3x11x768": lambda: adaln_case(3, 11, 768, torch.bfloat16),
+    "adaln-fp32-2x9x8192-column-tiles": lambda: adaln_case(2, 9, 8192, torch.float32),
 }
 
 

@@ -18,18 +18,35 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
-#: SoC -> (bishengir binary, --target, options beside the common ones). Ascend950 takes the
-#: -a5 build (its HIVM is register-based; no --enable-hivm-compile there).
-SOCS = {
-    "910B3": ("bishengir-compile", "Ascend910B3",
-              ["--enable-auto-bind-sub-block=True", "--enable-hivm-compile=true"]),
-    "950": ("bishengir-compile-a5", "Ascend950PR_9599", ["--enable-auto-bind-sub-block=False"]),
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support, run alone
+from tests.support import npu_socs  # noqa: E402
+
+#: Options beside the common ones, per UB class (each has its own bishengir build):
+#: Ascend950 takes the -a5 build (its HIVM is register-based; no --enable-hivm-compile).
+_CLASS_OPTIONS = {
+    "A2A3": ["--enable-auto-bind-sub-block=True", "--enable-hivm-compile=true"],
+    "950": ["--enable-auto-bind-sub-block=False"],
 }
-#: UB bytes per SoC (the budget a plan must fit).
-UB_BYTES = {"910B3": 192 * 1024, "950": 256 * 1024}
+#: SoC -> (bishengir binary, --target, options beside the common ones), for every SoC of
+#: the table (tests/support/npu_socs.py) that is a bishengir target, by name and alias.
+SOCS = {name: (soc.bishengir_binary, soc.bishengir_target, _CLASS_OPTIONS[soc.ub_class])
+        for name, soc in {**npu_socs.BY_NAME,
+                          **{a: npu_socs.BY_NAME[n] for a, n in npu_socs.ALIASES.items()}
+                          }.items() if soc.bishengir_target}
+#: UB bytes per SoC: the budget a plan must fit, bishengir's own (its target spec's
+#: UB_SIZE; on Ascend950 248 KiB, below the 256 KiB torch_npu's config reports).
+UB_BYTES = {name: npu_socs.get(name).hw_ub_bytes for name in SOCS}
+
+
+def lowering_soc(soc: str) -> str:
+    """The key of tests/ascend/lower_kernels.py's SOC_OPTIONS for a SoC of the table:
+    triton-ascend's front end differs only between the UB classes (Ascend950 compiles
+    with compile_on_910_95), so every A2/A3 SoC lowers as the 910B3 does."""
+    return "950" if npu_socs.get(soc).ascend950 else "910B3"
 #: --enable-tuning-mode: one memory plan, no retry with less multi-buffering when it does
 #: not fit (a default compile retries), so a config passes only if it fits as asked; it is
 #: also what keeps an -a5 run at half a second instead of several.

@@ -24,6 +24,12 @@ Unified Buffer behaviour at run time (the interpreter has no UB), speed (the aut
 clock is virtual, its times a stand-in timer's), or the behaviour of CANN operators that
 torch_npu's fallbacks would call (those run as ATen CPU ops).
 
+Two CANN operators are emulated as real ``torch.library`` ops rather than mocks:
+``torch.ops.npu.npu_rms_norm`` / ``npu_rms_norm_backward`` (and ``torch_npu.npu_rms_norm``),
+with torch_npu's schemas, output dtypes and autograd link and CPU reference kernels
+(``tests/support/npu_cann_ops.py``): an emulation of the ops' contract, not of
+aclnnRmsNorm / aclnnRmsNormGrad's numerics or speed.
+
 Use it inside the venv that ``tests/ascend/setup_npu_venv.sh`` builds, with
 ``TRITON_INTERPRET=1`` set before triton is imported::
 
@@ -47,12 +53,17 @@ from typing import Any
 from unittest import mock
 
 from inductor_ext.runtime.autotune import PLAN_KEY
+from tests.support import npu_cann_ops, npu_socs
 
-#: SoC names the caller may pass, with torch_npu's SoC version ids. 222 is what torch_npu
-#: reads on a 910B3; torch_npu itself only compares ids against 220 / 250 / 260.
-SOC_VERSIONS: dict[str, int] = {"910B1": 220, "910B3": 222, "950": 260, "Ascend950": 260}
-_SOC_NAMES: dict[int, str] = {220: "Ascend910B1", 222: "Ascend910B3", 260: "Ascend950"}
-#: Core counts the device stand-in reports (a 910B3: 20 AI cores, 2 vector cores each).
+#: SoC names the caller may pass (every SoC of tests/support/npu_socs.py whose cores are
+#: known, and its short spellings "910B1", "910B3", "950"), with torch_npu's SoC version
+#: ids; an int id of that table works too. torch_npu itself compares ids only with 260.
+SOC_VERSIONS: dict[str, int] = {
+    **{s.name: s.soc_id for s in npu_socs.known()},
+    **{alias: npu_socs.BY_NAME[name].soc_id for alias, name in npu_socs.ALIASES.items()}}
+_SOC_NAMES: dict[int, str] = {s.soc_id: s.name for s in npu_socs.known()}
+#: Core counts the device stand-in reports for the default SoC (a 910B3: 20 AI cores, 2
+#: vector cores each); other SoCs report theirs from the table.
 VECTOR_CORES = 40
 CUBE_CORES = 20
 BACKENDS = ("default", "triton_experimental")
@@ -72,6 +83,33 @@ def torch_npu_wheel_dir() -> Path | None:
         if (Path(cand) / "torch_npu" / "_inductor" / "__init__.py").is_file():
             return Path(cand)
     return None
+
+
+def torch_npu_version(wheel_dir: Path | None = None) -> str:
+    """The release of the unpacked wheel (its ``torch_npu/version.py``): the paired releases
+    (setup_npu_venv.sh: 2.11.0.post3, 2.12.0.post3, 2.13.0, 2.14.0) differ in a few seams
+    below, each shim naming the releases that need it. TORCH_NPU_VERSION if unreadable."""
+    wheel_dir = wheel_dir or torch_npu_wheel_dir()
+    text = ""
+    if wheel_dir is not None:
+        with contextlib.suppress(OSError):
+            text = (wheel_dir / "torch_npu" / "version.py").read_text()
+    for line in text.splitlines():
+        if line.startswith("__version__"):
+            return line.split("=", 1)[1].strip().strip("'\"")
+    return TORCH_NPU_VERSION
+
+
+def npu_runtime_module(kind: str) -> str:
+    """torch_npu's module of Triton ``helpers`` or ``heuristics`` (the decorators and
+    NPUCachingAutotuner): ``_inductor/runtime/triton_<kind>.py`` from 2.13.0 on,
+    ``_inductor/npu_triton_<kind>.py`` in 2.11.0.post3 / 2.12.0.post3 (whose ``runtime`` is
+    a module, not a package)."""
+    wheel_dir = torch_npu_wheel_dir()
+    old = f"torch_npu._inductor.npu_triton_{kind}"
+    if wheel_dir is not None and (wheel_dir / (old.replace(".", "/") + ".py")).is_file():
+        return old
+    return f"torch_npu._inductor.runtime.triton_{kind}"
 
 
 def emulation_unavailable_reason() -> str | None:
@@ -138,9 +176,14 @@ class _Stream:
 
 
 def _npu_attributes(soc: int) -> dict[str, Any]:
-    """Attributes of the ``torch_npu.npu`` stub, which is also ``torch.npu``."""
-    props = _DeviceProps(name=_SOC_NAMES.get(soc, f"Ascend-{soc}"))
-    limit = {"cube_core_num": CUBE_CORES, "vector_core_num": VECTOR_CORES}
+    """Attributes of the ``torch_npu.npu`` stub, which is also ``torch.npu``: one device of
+    the SoC, with its name and core counts from the SoC table."""
+    facts = npu_socs.get(soc)
+    assert facts.vector_cores is not None and facts.cube_cores is not None
+    props = _DeviceProps(name=facts.name, vector_core_num=facts.vector_cores,
+                         cube_core_num=facts.cube_cores,
+                         multi_processor_count=facts.cube_cores)
+    limit = {"cube_core_num": facts.cube_cores, "vector_core_num": facts.vector_cores}
     return {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
@@ -164,6 +207,23 @@ def _npu_attributes(soc: int) -> dict[str, Any]:
 STUBBED_INDUCTOR_MODULES: dict[str, str] = {
     "torch_npu._inductor.fx_passes._proxy_ops":
         "registers real torch.library ops cloned from the C extension's FA v3 schemas",
+    # torch_npu 2.11.0.post3 / 2.12.0.post3 only (the module is gone in 2.13.0): its
+    # register_fa_pass traces an SDPA -> npu_fusion_attention replacement on
+    # torch.empty(device="npu"), which a CPU torch cannot allocate. Stubbed, that pass is
+    # not registered: attention stays Inductor's decomposition (norms are not affected).
+    "torch_npu._inductor.npu_fusion_attention_graph":
+        "2.11/2.12: registers an attention pattern traced on NPU tensors",
+}
+
+
+#: Pure-Python torch_npu packages outside ``_inductor`` that a release's kernel codegen
+#: calls, loaded from the wheel instead of stubbed (a stub's mock would stand in for text).
+REAL_OUTSIDE_INDUCTOR: dict[str, tuple[str, ...]] = {
+    # 2.12.0.post3's NPUIndexTritonKernel takes its import lines from
+    # torch_npu._compat.inductor.gen_common_triton_imports, and its axis analysis its size
+    # hints from get_sizevars_backed_var_to_val (2.11.0.post3 has no _compat; 2.13.0 and
+    # 2.14.0 use it only for patches of the C++ wrapper, which stay stubbed).
+    "2.12.0.post3": ("torch_npu._compat",),
 }
 
 
@@ -230,12 +290,13 @@ class _TorchNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, wheel_dir: Path, soc: int) -> None:
         self.wheel_dir = wheel_dir
         self.soc = soc
+        self.real = ("torch_npu._inductor",
+                     *REAL_OUTSIDE_INDUCTOR.get(torch_npu_version(wheel_dir), ()))
 
-    @staticmethod
-    def _is_real(fullname: str) -> bool:
+    def _is_real(self, fullname: str) -> bool:
         if fullname in STUBBED_INDUCTOR_MODULES:
             return False
-        return fullname == "torch_npu._inductor" or fullname.startswith("torch_npu._inductor.")
+        return any(fullname == p or fullname.startswith(p + ".") for p in self.real)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != "torch_npu" and not fullname.startswith("torch_npu."):
@@ -257,7 +318,7 @@ class _TorchNpuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def _attributes(self, name: str) -> dict[str, Any]:
         soc = self.soc
         if name == "torch_npu":
-            return {"__version__": TORCH_NPU_VERSION}
+            return {"__version__": torch_npu_version(self.wheel_dir)}
         if name == "torch_npu.npu":
             return _npu_attributes(soc)
         if name == "torch_npu.utils._dynamo_device":
@@ -356,7 +417,7 @@ class _MissingCannExtension:
         def missing(*args: Any, **kwargs: Any) -> Any:
             raise NotImplementedError(
                 f"tl.extra.cann.extension.{name} is not in triton-ascend "
-                f"{TRITON_ASCEND_VERSION} (torch_npu {TORCH_NPU_VERSION} expects it)")
+                f"{TRITON_ASCEND_VERSION} (torch_npu {torch_npu_version()} expects it)")
 
         return missing
 
@@ -647,12 +708,17 @@ def _interpreter_run(autotuner_cls: type, plan_fn: Any) -> Any:
             if not isinstance(self.fn, _OptionFilteringFn):
                 self.fn = _OptionFilteringFn(self.fn)
             names = tuple(getattr(self, "runtime_block_arg_names", ()))
-            if names and not self.best_runtime_blocks:
+            if names and plan_fn is not None and not self.best_runtime_blocks:
                 # Runtime block sizes (X0BLOCK ...) come from the autotuner's pick, which
                 # the interpreter path never makes: take the first candidate, as that path
                 # takes the first config.
                 entry = plan_fn(self.configs, names)["candidate_entries"][0]
                 self._set_best_candidate(entry, None)
+        elif not self.launchers and plan_fn is None:
+            # The device path of 2.11.0.post3 / 2.12.0.post3: their run reads launchers[0]
+            # before its own precompile branch (a device's kernel load precompiles first;
+            # the emulation's in-process load, interpreted, does not).
+            self.precompile()
         return original(self, *args, **kwargs)
 
     return run
@@ -705,7 +771,8 @@ def _pristine_lang() -> Iterator[None]:
 
 
 _HELPER_MODULES = ("torch._inductor.runtime.triton_helpers",
-                   "torch_npu._inductor.runtime.triton_helpers")
+                   "torch_npu._inductor.runtime.triton_helpers",
+                   "torch_npu._inductor.npu_triton_helpers")  # 2.11 / 2.12's name
 
 
 @contextlib.contextmanager
@@ -850,6 +917,11 @@ _SHIMS = """
 - NPUCachingAutotuner._make_ttir_module_from_cfg: the same AST-to-TTIR check written for
   triton-ascend 3.2.0 (no libtriton.ascend.ir dialects there; NPU target of the chosen SoC
   instead of the CPU device the kernels are compiled for).
+- torch._inductor.lowering.make_reduction (torch_npu 2.14.0 on torch 2.14.0): torch_npu's
+  replacement takes the keywords torch's own takes (strict_sum=False), dropping them;
+  see _take_upstream_reduction_keywords.
+- NPUIndexTritonKernel.patch_triton_hash (2.11.0.post3 / 2.12.0.post3): the fixed backend
+  hash, as triton_hash_with_backend gives for 2.13.0 on (no active driver to hash).
 - triton.runtime.interpreter.InterpreterBuilder.get_int1_ty (3.2.0's interpreter has the
   other get_<int>_ty builders but not this one; tl.int1.to_ir asks for it in max/min
   with index, e.g. argmax in cross entropy): returns tl.int1, as its siblings return
@@ -874,11 +946,14 @@ _SHIMS = """
 
 
 def _soc_id(soc: str | int) -> int:
-    if isinstance(soc, int):
-        return soc
-    if soc not in SOC_VERSIONS:
-        raise ValueError(f"unknown SoC {soc!r}: one of {sorted(SOC_VERSIONS)} or an int id")
-    return SOC_VERSIONS[soc]
+    """torch_npu's id of a SoC of the table (name, short spelling or id); ValueError for
+    any other, or for one whose core counts have no source (nothing to report)."""
+    facts = npu_socs.get(soc)
+    if not facts.known:
+        raise ValueError(f"SoC {facts.name} ({facts.soc_id}): its core counts have no "
+                         f"source ({facts.source}); the emulation does not invent them. "
+                         f"One of {sorted(SOC_VERSIONS)}")
+    return facts.soc_id
 
 
 @contextlib.contextmanager
@@ -927,14 +1002,18 @@ def npu_emulation(soc: str | int = "910B3", backend: str = "default",
         npu = importlib.import_module("torch_npu.npu")
         torch.npu = npu  # type: ignore[attr-defined]
         _stub_npu_ops(stack)
+        # npu_rms_norm / npu_rms_norm_backward: real ops, emulating the CANN ops' contract.
+        npu_cann_ops.define(stack, torch.ops.npu)
         # torch only counts cuda/xpu/cpu-backend/mtia devices as Triton-capable; on an NPU
         # machine torch_npu's device makes this true.
         stack.enter_context(mock.patch.object(torch.utils._triton, "has_triton", lambda: True))
         # The interpreter has no active driver to hash; a fixed name keys Inductor's caches.
         stack.enter_context(mock.patch.object(torch.utils._triton, "triton_hash_with_backend",
                                               lambda: _BACKEND_HASH))
+        upstream_make_reduction = _upstream_make_reduction()
         package = importlib.import_module("torch_npu._inductor")
-        _install_shims(stack, backend, _SOC_NAMES.get(soc_id, 'Ascend910B3'), device)
+        _install_shims(stack, backend, _SOC_NAMES[soc_id], device)
+        _take_upstream_reduction_keywords(upstream_make_reduction)
         _register_for_cpu(backend)
         stack.enter_context(inductor_config.patch(cpu_backend="triton", compile_threads=1,
                                                   cpp_wrapper=False))
@@ -1030,18 +1109,21 @@ def _scheduling_module(backend: str) -> Any:
 def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str,
                    device: VirtualDevice) -> None:
     """The seams listed in ``_SHIMS``; each is undone on exit (torch_npu is unloaded)."""
-    helpers = importlib.import_module("torch_npu._inductor.runtime.triton_helpers")
+    helpers = importlib.import_module(npu_runtime_module("helpers"))
     if not hasattr(helpers, "extension"):
         helpers.extension = _MissingCannExtension()
     # The interpreter runs tl.math on numpy but not triton-ascend's extern libdevice.
     helpers.libdevice = _EmulatedLibdevice(helpers.libdevice)
     helpers.math = _EmulatedLibdevice(helpers.math)  # kernels' tl_math: tanh is extern there
-    heuristics = importlib.import_module("torch_npu._inductor.runtime.triton_heuristics")
+    heuristics = importlib.import_module(npu_runtime_module("heuristics"))
     autotuner = heuristics.NPUCachingAutotuner
     # The device launch path: JIT kernels compiled per config by the stand-in compiler,
     # launched in the interpreter on the virtual device, timed by its clock.
     autotuner.__init__ = _device_init(autotuner.__init__)
-    autotuner.run = _interpreter_run(autotuner, heuristics.build_candidate_plan)
+    # 2.11.0.post3 / 2.12.0.post3 have no runtime block arguments (X0BLOCK is a config
+    # constexpr there), hence no candidate plan to take the first of.
+    autotuner.run = _interpreter_run(autotuner, getattr(heuristics, "build_candidate_plan",
+                                                        None))
     heuristics.triton = _TritonWithEmulatedCompile(heuristics.triton,
                                                    _EmulatedCompiler(soc_name, device))
     heuristics.benchmarker = _StandInBenchmarker(device)
@@ -1051,6 +1133,14 @@ def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str,
 
     if not hasattr(getattr(libtriton, "ascend", None), "ir"):
         autotuner._make_ttir_module_from_cfg = _ttir_with_triton_ascend_32(soc_name)
+    if backend == "default":
+        # 2.11.0.post3 / 2.12.0.post3's kernel hashes the active driver's target itself
+        # (patch_triton_hash; the interpreter has no driver), where 2.13.0 on ask
+        # triton_hash_with_backend, which is patched above to the same fixed name.
+        kernel_cls = importlib.import_module(
+            "torch_npu._inductor.codegen.triton").NPUIndexTritonKernel
+        if hasattr(kernel_cls, "patch_triton_hash"):
+            kernel_cls.patch_triton_hash = lambda self: _BACKEND_HASH
     scheduling = _scheduling_module(backend)
     if scheduling is not None and hasattr(scheduling.NPUTritonScheduling,
                                           "make_ttir_for_check"):
@@ -1069,6 +1159,49 @@ def _install_shims(stack: contextlib.ExitStack, backend: str, soc_name: str,
         # softmax / cross entropy, torch_npu's max_with_index) need it in the interpreter.
         stack.enter_context(mock.patch.object(InterpreterBuilder, "get_int1_ty",
                                               lambda self: tl.int1, create=True))
+
+
+def _upstream_make_reduction() -> Any:
+    from torch._inductor import lowering
+
+    return lowering.make_reduction
+
+
+def _take_upstream_reduction_keywords(upstream: Any) -> None:
+    """torch_npu replaces Inductor's ``lowering.make_reduction`` with its own, whose keywords
+    are those of the torch it was built against. torch 2.14.0's ``sum`` lowering passes
+    ``strict_sum=`` (2.15: ``strict_reduction=``), which torch_npu 2.14.0's replacement does
+    not take: every sum fails to lower with a TypeError (torch_npu 2.14.0 on torch 2.14.0,
+    the pair its wheel requires; a device would fail alike, so this is a shim of a
+    torch_npu gap, not of the emulation). Those keywords only select a strict, eager-order
+    sum layout that Inductor grants to CUDA tensors alone (``_strict_sum_layout_eligible``),
+    so False is dropped; True raises. Not installed where torch_npu's function takes them
+    (2.11.0.post3, 2.12.0.post3, 2.13.0: torch has no such keyword). Restored on exit by the
+    ledger, with the rest of ``torch._inductor.lowering``."""
+    import inspect
+
+    from torch._inductor import lowering
+
+    npu_make = lowering.make_reduction
+    if npu_make is upstream:
+        return
+    theirs = inspect.signature(npu_make).parameters
+    missing = {name for name, p in inspect.signature(upstream).parameters.items()
+               if p.kind is p.KEYWORD_ONLY and name not in theirs}
+    if not missing:
+        return
+
+    def make_reduction(reduction_type: str, override_return_dtype: Any = None,
+                       **kwargs: Any) -> Any:
+        unknown = set(kwargs) - missing
+        if unknown:
+            raise TypeError(f"make_reduction() got unexpected keywords {sorted(unknown)}")
+        if any(kwargs.values()):
+            raise NotImplementedError(f"torch_npu's make_reduction has no {kwargs} (a CUDA "
+                                      "layout, never asked for NPU tensors)")
+        return npu_make(reduction_type, override_return_dtype)
+
+    lowering.make_reduction = make_reduction
 
 
 def _store_keeping_its_mask(original: Any) -> Any:

@@ -5,19 +5,26 @@ table), the SoC facts torch_npu reports, and the decorator of its launches
 
 import torch
 
+from ... import on_enable
 from ...codegen import schedulings
 from ...codegen.flavor import register as register_flavor
 from ...plan import Planner, register_planner
 from ...plan.device import register_device_query
-from . import device, kernel, npu, plan
+from ...scheduler import externs
+from . import device, kernel, npu, plan, rms_norm_decomp
 from .flavor import AscendFlavor
 from .tuning import AscendTuning
 
 # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
 register_planner(Planner("ascend", plan.fits, plan.plan, plan.profitable, (torch.float32,),
-                         serves=npu.serves, device_types=("npu",),
+                         segments=plan.with_segments, serves=npu.serves, device_types=("npu",),
                          tuning=AscendTuning))
 register_flavor(AscendFlavor())
 register_device_query(device.device_info)
 schedulings.register(schedulings.VendorScheduling(
     "torch_npu", adapter_for=kernel.adapter_for, unsupported=npu.unsupported_detail))
+externs.register_hint(rms_norm_decomp.OP_NAME, rms_norm_decomp.extern_hint)
+# torch_npu loaded first: config.decompose_npu_rms_norm can act from the first compile; else
+# turning the plugin on (after `import torch_npu`) installs it.
+rms_norm_decomp.install()
+on_enable.register(rms_norm_decomp.install)

@@ -9,6 +9,7 @@ import torch
 
 from ...plan.device import DeviceInfo
 from . import npu
+from .cost import HBM_BYTES_PER_S
 
 
 def device_info(device: torch.device) -> DeviceInfo | None:
@@ -24,8 +25,10 @@ def _torch_npu_info(device: torch.device) -> DeviceInfo:
     """What torch_npu's Inductor config reports (vector cores after NPU_DEVICE_LIMIT, UB
     by SoC), for a device whose kernels its default backend generates."""
     facts = npu.soc_facts()
-    return DeviceInfo(type=device.type, name="Ascend950" if facts.ascend950 else "Ascend A2/A3",
+    name = facts.name or ("Ascend950" if facts.ascend950 else "Ascend A2/A3")
+    return DeviceInfo(type=device.type, name=name,
                       cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
+                      dram_bytes_per_s=HBM_BYTES_PER_S["950" if facts.ascend950 else "A2/A3"],
                       npu_backend="torch_npu", ascend950=facts.ascend950,
                       interpreted=device.type == "cpu")
 
@@ -45,4 +48,5 @@ def _npu_info() -> DeviceInfo:
         cores = int(vector) if vector else (2 * int(cube) if cube else cores)
     except Exception:
         pass
-    return DeviceInfo(type="npu", cores=cores, ub_bytes=npu.DEFAULT_UB_BYTES)
+    return DeviceInfo(type="npu", cores=cores, ub_bytes=npu.DEFAULT_UB_BYTES,
+                      dram_bytes_per_s=HBM_BYTES_PER_S["A2/A3"])

@@ -1,6 +1,8 @@
 """Ascend flavor (triton-ascend): one program per vector core, each walking row blocks
 with a stride of the program count; no num_warps / num_stages (triton-ascend ignores or
-rejects them). The launch plan comes from `inductor_ext.targets.ascend.plan`."""
+rejects them). The launch plan comes from `inductor_ext.targets.ascend.plan`. Segmented
+plans (adaLN's per-sample partials, plan.with_segments) take the generic per-sample row
+loop of codegen/row_loop.py instead of these lines (torch_npu's kernel: kernel.py)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import sympy
@@ -71,6 +72,8 @@ class NpuAxis(Protocol):
     is_tiling_axis: bool
     is_no_loop_axis: bool
     split_order: int
+    #: Writes the axis's lines before the loops (offset, base, loop count) into a buffer.
+    codegen_header: Callable[[IndentedBuffer], None]
 
     def symbol(self) -> sympy.Symbol: ...
 
@@ -87,6 +90,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     #: Set by `_fused_axes`: the row and the column axes of torch_npu's analysis.
     row_axes: list[NpuAxis]
     col_axes: list[NpuAxis]
+    #: Set by `_fused_axes`: the row axis counting the samples of a segmented plan, if any.
+    sample_axis: NpuAxis | None
 
     if TYPE_CHECKING:
         # Set by torch_npu's NPUIndexTritonKernel, which is untyped (not installed for type
@@ -106,7 +111,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
                  **kwargs: Any) -> None:
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
-        self.row_axis, self.col_axis = self._fused_axes()
+        if self.sorted_axis:  # else decided later (compat.npu_decide_axes, torch_npu < 2.13)
+            self.row_axis, self.col_axis = self._fused_axes()
 
     # -- the axes torch_npu's analysis chose --------------------------------------------
     def _fused_axes(self) -> tuple[NpuAxis, NpuAxis]:
@@ -137,24 +143,46 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
                     f"not split the {side}s ({numel}) into disjoint dimensions")
         if (any(a.is_split_axis for a in cols) or not all(a.is_tiling_axis for a in rows + cols)
                 or (len(rows) == 1 and (list(self.split_axis) != rows
-                                        or rows[0].is_no_loop_axis))):
+                                        or compat.npu_axis_is_no_loop(rows[0])))):
             raise NotImplementedError(
                 f"torch_npu split {[a.name for a in self.split_axis]} and tiled "
                 f"{[a.name for a in self.tiling_axis]}; the fused kernel needs the row axes "
                 f"{[a.name for a in rows]} split or looped and every axis tiled")
-        if self.vectorized_welford_axis is not None or self.is_unified_simt_kernel():
+        # Kernel types (vectorized Welford, SIMT) exist from torch_npu 2.13.0 on.
+        if (getattr(self, "vectorized_welford_axis", None) is not None
+                or getattr(self, "is_unified_simt_kernel", lambda: False)()):
             raise NotImplementedError(f"torch_npu kernel type {self.npu_kernel_type} "
                                       "(vectorized Welford / SIMT) is not supported")
         self.row_axes, self.col_axes = rows, cols
+        self.sample_axis = self._sample_axis(rows)
         split = rows[0]
         if len(rows) > 1:
             split = max(rows, key=lambda a: _hint(a.length))  # the first of the longest
+            if self.sample_axis is not None:  # programs split a sample's T rows
+                split = next(a for a in rows if a is not self.sample_axis)
+                self.sample_axis.is_no_loop_axis = False
             for axis in rows:  # one split axis: the fixed grid is one-dimensional
                 axis.is_split_axis = axis is split
             split.is_no_loop_axis = False
             split.split_order = 0
             self.split_axis[:] = [split]
         return split, cols[0]
+
+    def _sample_axis(self, rows: list[NpuAxis]) -> NpuAxis | None:
+        """With B > 1 samples (plan.segments) over two row axes [B, T] (torch_npu splits
+        the rows so where the row side reads a per-sample tensor, adaLN's scale[b]): the
+        one of length B and stride T. Each program then takes one sample on it, and its
+        share of that sample's rows on the other (`_segmented_row_header`)."""
+        S = self.plan.segments
+        if S <= 1 or len(rows) != 2:
+            return None
+        known = V.graph.sizevars.statically_known_equals
+        T = sympy.simplify(self.numels["x"] / S)
+        for sample, steps in (rows, rows[::-1]):
+            if (known(sample.length, S) and known(sample.divisor, T)
+                    and known(steps.length, T) and known(steps.divisor, 1)):
+                return sample
+        return None
 
     def _block(self, axis: NpuAxis, sub: bool = True) -> str:
         return f"{axis.name.upper()}BLOCK" + ("_SUB" if sub else "")
@@ -186,7 +214,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     def _looped_rows(self) -> list[NpuAxis]:
         """Row axes whose block is a launch config's (a static no-loop axis has its
         length written by torch_npu)."""
-        return [a for a in self.row_axes if not (a.is_no_loop_axis and _is_static(a.length))]
+        return [a for a in self.row_axes
+                if not (compat.npu_axis_is_no_loop(a) and _is_static(a.length))]
 
     def _row_blocks(self, block_m: int) -> dict[str, int]:
         """The plan's `block_m` rows per block as each row axis's X*BLOCK_SUB: one axis
@@ -197,6 +226,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         looped = self._looped_rows()
         if len(self.row_axes) == 1:
             return {self._block(looped[0]): block_m}
+        if self.sample_axis is not None:  # one sample per program, its rows in blocks
+            return {self._block(self.row_axis): block_m, self._block(self.sample_axis): 1}
         whole = functools.reduce(lambda n, a: n * _hint(a.length),
                                  [a for a in self.row_axes if a not in looped], 1)
         left = max(1, block_m // whole)
@@ -213,8 +244,8 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         return out
 
     # -- signature, launch metadata, decorator -----------------------------------------
-    def add_autotune_args(self, argdefs: list[Any], signature: list[Any],
-                          triton_meta_signature: dict[str, Any]) -> None:
+    def add_autotune_args(self, argdefs: list[Any], signature: list[Any] | None = None,
+                          triton_meta_signature: dict[str, Any] | None = None) -> None:
         """Only the block constexprs: X0BLOCK is computed in the kernel (fixed grid), a
         persistent row's R1BLOCK_SUB is written as a constant by torch_npu (so is a static
         no-loop row axis's block)."""
@@ -226,15 +257,53 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     def codegen_static_numels(self, code: IndentedBuffer) -> None:
         super().codegen_static_numels(code)
         sub = self._block(self.row_axis)
+        # Segmented: the row axis is a sample's T rows, shared by its programs.
         blocks = f"({self.row_axis.name}_numel + {sub} - 1) // {sub}"
-        P = self.plan.programs
+        P = self.plan.programs_per_segment
         code.writeline(f"{self._block(self.row_axis, sub=False)} = "
                        f"(({blocks} + {P - 1}) // {P}) * {sub}")
 
+    def _segmented_row_header(self, code: IndentedBuffer) -> None:
+        """The split row axis's header (offset, base, loop count: torch_npu's names) when
+        the programs walk one sample each (plan.segments > 1): the axis is a sample's T
+        rows (the sample axis's header picks the sample), program p = sample * per + j
+        starts at j's share of them, and its X0BLOCK is cut at T (0 for a program left
+        without rows), so torch_npu's row mask (x0 < X0BLOCK + x0_offset) and its loop
+        count keep it inside its share; the partials it stores at workspace row p are then
+        that sample's alone."""
+        axis = self.row_axis
+        if (not axis.is_split_axis or compat.npu_axis_is_no_loop(axis)
+                or getattr(axis, "is_sub_kernel", False)
+                or getattr(axis, "is_vectorized_split", False)):
+            raise NotImplementedError(f"segmented rows on torch_npu's axis {axis.name} "
+                                      "(not a plain split axis)")
+        block, sub = self._block(axis, sub=False), self._block(axis)
+        pid, per = self._program_id(), self.plan.programs_per_segment
+        cast = ".to(tl.int64)" if self.index_dtype == "tl.int64" else ""
+        offset = f"{axis.symbol()}_offset"
+        code.writelines([
+            f"{offset} = ({pid} % {per}) * {block}",
+            f"{block} = tl.maximum(tl.minimum({block}, {axis.name}_numel - {offset}), 0)",
+            f"base_{axis.name}= tl.arange(0, {sub}){cast}",
+            f"loops_{axis.name} = ({block} + {sub} - 1) // {sub}",
+        ])
+
+    def _sample_header(self, code: IndentedBuffer) -> None:
+        """The sample axis's header: its one-row block (X*BLOCK_SUB = 1) is the program's
+        sample, walked once."""
+        axis = self.sample_axis
+        assert axis is not None
+        cast = ".to(tl.int64)" if self.index_dtype == "tl.int64" else ""
+        sample = f"{self._program_id()} // {self.plan.programs_per_segment}"
+        code.writelines([f"base_{axis.name}= {sample} + tl.arange(0, {self._block(axis)}){cast}",
+                         f"loops_{axis.name} = 1"])
+
     def create_inductor_meta(self) -> dict[str, Any]:
         meta = dict(super().create_inductor_meta())  # type: ignore[misc]
+        if not hasattr(self, "row_axis"):  # torch_npu < 2.13's __init__, before its analysis
+            return meta
         meta.update({
-            "grid_type": "FixedGrid",
+            "grid_type": compat.npu_fixed_grid_type(),
             "fixed_grid": [str(self.plan.programs), "1", "1"],
             "runtime_block_arg_names": (),
             "group_enabled": False,
@@ -248,19 +317,38 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         })
         return meta
 
+    def compilable_configs(self) -> list[dict[str, Any]]:
+        """The plan's configs torch_npu will compile as planned: where it does not pass a
+        config's multibuffer on (compat.npu_compiles_config_multibuffer), only those whose
+        multibuffer is triton-ascend's default (on, but off on Ascend950), since the UB
+        estimate of the others does not hold. None left: NotImplementedError (fallback)."""
+        configs = [dict(c) for c in self.plan.configs]
+        if compat.npu_compiles_config_multibuffer():
+            return configs
+        default = not npu.soc_facts().ascend950
+        kept = [c for c in configs if bool(c["multibuffer"]) == default]
+        if not kept:
+            raise NotImplementedError(
+                f"this torch_npu compiles every config with multibuffer={default}, and the "
+                "plan has no such config (none fits the UB that way)")
+        return kept
+
     def launch_configs(self) -> list[dict[str, Any]]:
         """The plan's configs in this kernel's names, for torch_npu's autotuner."""
-        mode = self.npu_kernel_type.compile_mode()
+        # The kernel type's compile mode: torch_npu 2.13.0 on (none before).
+        kind = getattr(self, "npu_kernel_type", None)
+        mode = {"compile_mode": kind.compile_mode()} if kind is not None else {}
         out = []
         # Configs differ in summation order: one under Inductor's deterministic mode
         # (torch_npu's autotuner itself keeps the first under deterministic algorithms).
-        configs = self.plan.configs[:1] if compat.deterministic_mode() else self.plan.configs
+        configs = self.compilable_configs()
+        configs = configs[:1] if compat.deterministic_mode() else configs
         for config in configs:
             cfg = dict(config)
             named: dict[str, Any] = dict(self._row_blocks(cfg["block_m"]))
             if "cols" in cfg:
                 named[self._block(self.col_axis)] = cfg["cols"]
-            named.update(multibuffer=bool(cfg["multibuffer"]), compile_mode=mode)
+            named.update(multibuffer=bool(cfg["multibuffer"]), **mode)
             out.append(named)
         return out
 
@@ -301,7 +389,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         """The masks torch_npu writes for the row axes (none for a static no-loop axis,
         whose block is its whole length), and the column tile's."""
         masks = [f"{a.name}_mask" for a in self.row_axes
-                 if not (a.is_no_loop_axis and _is_static(a.length))]
+                 if not (compat.npu_axis_is_no_loop(a) and _is_static(a.length))]
         if self.column_tiled:
             masks.append(f"{self.col_axis.name}_mask")
         return " & ".join(masks)
@@ -333,6 +421,10 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         """The accumulators go before torch_npu's row loop, written at its first flush."""
         if self.first_node and (self.loads or self.compute or self.stores):
             self._write_accumulators(self.body)
+            if self.plan.segments > 1:  # torch_npu writes the axes' headers next
+                self.row_axis.codegen_header = self._segmented_row_header
+                if self.sample_axis is not None:
+                    self.sample_axis.codegen_header = self._sample_header
         super().codegen_body()
 
 
@@ -416,17 +508,27 @@ class NpuKernelAdapter(KernelAdapter):
                     columns: list[ColumnBody]) -> MixOrderKernelBase:
         plan: LaunchPlan = node.plan
         features_mod = importlib.import_module("torch_npu._inductor.codegen.npu_kernel_features")
-        features = features_mod.NPUKernelFeatures(
-            [*node_schedule, *(cb.owner for cb in columns)], node.M, node.N)
+        analysed = [*node_schedule, *(cb.owner for cb in columns)]
+        features = features_mod.NPUKernelFeatures(analysed, node.M, node.N)
         kernel_cls = kernel_class_for(scheduling.kernel_type)
         kernel = kernel_cls({"x": node.M, "r": node.N}, features=features,
                             override_persistent_reduction=not plan.column_tiled,
                             plan=plan, flavor=get_flavor(plan.target))
-        if len(kernel.row_axes) > 1 and any(cb.segments > 1 for cb in columns):
-            # A segmented partial's programs each hold rows of one sample, which a split
-            # of one of several row axes does not give.
+        if not hasattr(kernel, "row_axis"):
+            compat.npu_decide_axes(scheduling, analysed, kernel)
+            kernel.row_axis, kernel.col_axis = kernel._fused_axes()
+        kernel.compilable_configs()  # declines before codegen when none compiles as planned
+        if plan.segments > 1 and kernel.sample_axis is None:
+            # A segmented partial's programs each hold rows of one sample: torch_npu must
+            # have split the rows into a sample axis and a T axis (it does where the row
+            # side reads a per-sample tensor, adaLN's scale[b]).
             raise NotImplementedError("a segmented column reduction over row axes "
-                                      f"{[a.name for a in kernel.row_axes]}")
+                                      f"{[a.name for a in kernel.row_axes]}, none of "
+                                      f"{plan.segments} samples of stride M / B")
+        if plan.interleaved_segments:
+            # Sample b's rows are b, b + B, ...: torch_npu's row loop walks runs of rows.
+            raise NotImplementedError("interleaved samples (a split row's pieces) on "
+                                      "torch_npu's row loop")
         return kernel
 
     def define_kernel(self, scheduling: Any, src_code: str, node_schedule: list[Any],
@@ -434,7 +536,7 @@ class NpuKernelAdapter(KernelAdapter):
         """torch_npu's front-end check first (triton-ascend parses the kernel, as for its
         own kernels; a failure falls back), then its define_kernel, which returns
         (name, source) and keys the wrapper's cache by (source, graph hash)."""
-        scheduling.make_ttir_for_check(src_code)
+        compat.npu_check_frontend(scheduling, src_code)
         name, _ = scheduling.define_kernel(src_code, node_schedule, kernel, None)
         return name
 

@@ -39,9 +39,11 @@ _WHY_NOT = {
     "ascendc": "it generates AscendC, not Triton",
 }
 
-#: Unified Buffer bytes when torch_npu does not say (Atlas A2/A3).
+#: Unified Buffer bytes when torch_npu does not say (Atlas A2/A3, torch_npu's own default).
 DEFAULT_UB_BYTES = 192 * 1024
-#: Vector cores when torch_npu does not say (910B3).
+#: Vector cores when torch_npu does not say: only a fallback (torch_npu not loaded, or a
+#: device forced onto the Ascend flavor); torch_npu's own fallback is the 910B3's 40
+#: (triton_experimental/device_props.py), bishengir-compile's spec of Ascend910B3 agrees.
 DEFAULT_VECTOR_CORES = 40
 
 
@@ -87,13 +89,16 @@ class SocFacts:
     ub_bytes: int
     vector_cores: int  # after NPU_DEVICE_LIMIT
     ascend950: bool
+    name: str = ""  # the device's name in torch_npu's properties ("Ascend910B3"), if any
 
 
 def soc_facts() -> SocFacts:
     """From torch_npu's Inductor config when it is loaded, else the A2/A3 defaults (the
     plugin's options ascend_ub_bytes / ascend_vector_cores override them in planning)."""
     cfg = sys.modules.get("torch_npu._inductor.config")
+    name = getattr(getattr(cfg, "prop", None), "name", "")
     return SocFacts(ub_bytes=int(getattr(cfg, "ub_size", 0) or DEFAULT_UB_BYTES),
                     vector_cores=int(getattr(cfg, "num_vector_core", 0)
                                      or DEFAULT_VECTOR_CORES),
-                    ascend950=bool(getattr(cfg, "is_ascend950", False)))
+                    ascend950=bool(getattr(cfg, "is_ascend950", False)),
+                    name=name if isinstance(name, str) else "")

@@ -8,11 +8,13 @@ per column reduction, fp32 temporaries) must fit in half the UB when multibuffer
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
 from ...plan.types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
+from . import cost
 from . import ub as ub_model
 from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES
 from .tuning import AscendTuning
@@ -28,14 +30,18 @@ def vector_cores(device: DeviceInfo, options: PlanOptions) -> int:
         DEFAULT_VECTOR_CORES
 
 
-def ub_bytes(device: DeviceInfo, options: PlanOptions) -> int:
-    """Unified Buffer bytes per core: the option, else the device's (by SoC)."""
-    return options.ascend_ub_bytes or device.ub_bytes or DEFAULT_UB_BYTES
+def ub_bytes(device: DeviceInfo, tuning: AscendTuning, options: PlanOptions) -> int:
+    """Unified Buffer bytes per core: the option, else the device's (by SoC), capped on
+    Ascend950 at what its compiler lets a kernel use (torch_npu reports the whole UB)."""
+    if options.ascend_ub_bytes:
+        return options.ascend_ub_bytes
+    ub = device.ub_bytes or DEFAULT_UB_BYTES
+    return min(ub, tuning.ascend950_kernel_ub_bytes) if device.ascend950 else ub
 
 
 def ub_budget_bytes(device: DeviceInfo, tuning: AscendTuning, options: PlanOptions) -> int:
     """Unified Buffer bytes one program may fill (halved by multibuffer)."""
-    return ub_bytes(device, options) // (2 if tuning.multibuffer else 1)
+    return ub_bytes(device, tuning, options) // (2 if tuning.multibuffer else 1)
 
 
 def tile_bytes_per_elem(shape: ShapeInfo, tuning: AscendTuning) -> int:
@@ -91,10 +97,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
 
 def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
                tuning: AscendTuning, options: PlanOptions) -> tuple[bool, str]:
-    blocks = -(-shape.M_hint // plan_.block_m)
-    if blocks < 2 * plan_.programs:
-        return False, f"{blocks} row blocks for {plan_.programs} vector cores"
-    return True, ""
+    """Fuse iff the cost model (cost.py) predicts the fused kernel and its final step
+    faster than torch_npu's unfused kernels; the detail gives the three times either way."""
+    est = cost.estimate(shape, plan_, device, vector_cores(device, options), tuning, options)
+    return est.fuse, est.describe()
 
 
 # ----------------------------------------------------------------------------------------
@@ -106,7 +112,7 @@ def _npu_layout(shape: ShapeInfo, device: DeviceInfo, block_m: int, cols: int, l
                 multibuffer: bool) -> ub_model.Layout:
     return ub_model.Layout(block_m=block_m, cols=cols, row_elem_bytes=shape.row_elem_bytes,
                          partials=shape.num_columns, looped=looped, multibuffer=multibuffer,
-                         soc="950" if device.ascend950 else "910B3")
+                         ub_class=ub_model.ub_class(device.ascend950))
 
 
 def _fitting_block_m(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning, cols: int,
@@ -124,7 +130,7 @@ def _fitting_block_m(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
 def _torch_npu_fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
                     options: PlanOptions) -> tuple[bool, str]:
     """Some one-row column tile fits the UB (the looped path takes any N)."""
-    ub = ub_bytes(device, options)
+    ub = ub_bytes(device, tuning, options)
     cols = ub_model.MIN_COLUMN_TILE
     if _fitting_block_m(shape, device, tuning, cols, True, False, ub):
         return True, ""
@@ -139,7 +145,7 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
     else the widest column tile that does; configs for torch_npu's autotuner: the largest
     fitting block with multibuffer and half of it, and the largest without. "Fitting" is
     our UB estimate calibrated against bishengir's plans (backends/ub_model.py)."""
-    ub = ub_bytes(device, options)
+    ub = ub_bytes(device, tuning, options)
     N = shape.N
     multibuffers = (True, False) if tuning.multibuffer else (False,)
     first = multibuffers[0]
@@ -177,6 +183,42 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
                              ("backend", "torch_npu")),
                       column_tiled=looped, configs=tuple(configs),
                       accumulator=shape.accumulator)
+
+
+#: Segmented plans: the most waves of programs over the planned (vector-core) ones that
+#: with_segments considers. It bounds the workspace rows (B x programs per sample), not a
+#: measured optimum (no NPU here): 8 x 40 programs on the 910B3.
+SEGMENT_MAX_WAVES = 8
+
+
+def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
+                  interleaved: bool = False) -> LaunchPlan:
+    """The plan laid out per sample for segmented column reductions (adaLN's d(scale) /
+    d(shift), `segments` = B): each sample gets the same whole number of programs `per`,
+    each walking a contiguous share of that sample's row blocks; a program's workspace row
+    is sample * per + j, so a sample's partials never mix with another's.
+
+    The grid is bound to the vector cores C (the planned programs): a launch of more
+    programs runs in waves of C. So `per` is the one (1 up to the sample's row blocks, and
+    at most SEGMENT_MAX_WAVES waves) that minimises waves x row blocks per program,
+    ceil(B * per / C) * ceil(blocks / per), the fewest programs on a tie: with B <= C
+    usually floor(C / B) in one wave; B = 16 samples of 64 row blocks on 40 cores take 5
+    programs each, two full waves of 13 blocks (26 block times; 2 per sample, one wave:
+    32); B = 48 no longer runs a second wave of 8 programs that each walk a whole sample
+    (with 64 blocks: 5 per sample, 78 block times against 128). Interleaved samples (a
+    split row's pieces) are walked by the generic row loop only; torch_npu's kernel
+    declines them at codegen."""
+    segmented = dataclasses.replace(plan_, segments=segments, interleaved_segments=interleaved,
+                                    prefetch=False, l2_prefetch=0)
+    blocks = max(1, segmented.row_blocks_per_segment(M_hint))
+    cores = max(1, plan_.programs)
+    limit = max(1, min(blocks, SEGMENT_MAX_WAVES * cores // segments))
+
+    def time(per: int) -> tuple[int, int]:
+        return -(-segments * per // cores) * -(-blocks // per), per
+
+    per = min(range(1, limit + 1), key=time)
+    return dataclasses.replace(segmented, programs=segments * per)
 
 
 def _npu_config(block_m: int, cols: int, looped: bool, multibuffer: bool

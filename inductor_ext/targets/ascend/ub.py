@@ -8,11 +8,16 @@ doubled by multibuffer, and fp32 temporaries) and `vector` bytes of [1, columns]
 partial accumulators, or the workspace tile read back when columns are tiled, and the
 weights). bishengir's plan depends on more than that (how many fp32 temporaries the row
 math keeps, which buffers it multi-buffers, retries with less when a plan does not fit), so
-``ub_calibration.json`` records, per kernel family (SoC, persistent or column-tiled,
+``ub_calibration.json`` records, per kernel family (UB class, persistent or column-tiled,
 partials, bytes per element of the [M, N] tensors, multibuffer), bishengir's planned
 high-water at every config tests/ascend/check_npu.py compiled, and the smallest
 coefficients (a, b) with a * tile + b * vector + rows >= planned * (1 + MARGIN) at all of
-them. A family never measured takes the largest coefficients of its SoC.
+them. A family never measured takes the largest coefficients of its UB class.
+
+The UB class, not the SoC, keys the table: every A2/A3 SoC (910B1..B4, 910_93xx) has the
+same 192 KiB UB and its kernels are planned by the same bishengir build, so a footprint
+measured on one (the 910B3) holds for all; Ascend950 (torch_npu's ``is_ascend950``) is the
+other class (256 KiB by torch_npu, its own -a5 build). Core counts never enter a footprint.
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ FP32_TEMPS = 3
 MARGIN = 0.03
 _ALIGN_BYTES = 32
 CALIBRATION_FILE = pathlib.Path(__file__).with_name("ub_calibration.json")
+#: The UB classes: Atlas A2/A3 (every SoC below torch_npu's Ascend950 id), Ascend950.
+UB_CLASSES = ("A2A3", "950")
+
+
+def ub_class(ascend950: bool) -> str:
+    """The calibration class of a device torch_npu reports as Ascend950 or not."""
+    return "950" if ascend950 else "A2A3"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,13 +57,13 @@ class Layout:
     partials: int  # column reductions (K)
     looped: bool  # column tiles walked by a loop (partials added into the workspace)
     multibuffer: bool  # triton-ascend double-buffers the loads and stores
-    soc: str = "910B3"  # "910B3" (Atlas A2/A3) or "950"
+    ub_class: str = "A2A3"  # UB_CLASSES: "A2A3" (Atlas A2/A3) or "950"
 
     @property
     def family(self) -> str:
         """Calibration key: kernels whose footprints scale alike."""
         kind = "looped" if self.looped else "persistent"
-        return (f"{self.soc}-{kind}-k{self.partials}-e{self.row_elem_bytes}"
+        return (f"{self.ub_class}-{kind}-k{self.partials}-e{self.row_elem_bytes}"
                 f"-mb{int(self.multibuffer)}")
 
 
@@ -113,19 +125,19 @@ def calibration() -> dict[str, dict[str, Any]]:
 
 
 def coefficients(layout: Layout) -> tuple[float, float]:
-    """(a, b) for the layout's family; unmeasured: the largest of each over the SoC's
+    """(a, b) for the layout's family; unmeasured: the largest of each over its UB class's
     families measured at two row lengths or more (at a single short row the vector term
     also soaks up fixed overheads, which would make b meaningless elsewhere), else 1."""
     table = calibration()
     entry = table.get(layout.family)
     if entry is not None:
         return float(entry["tile"]), float(entry["vector"])
-    same_soc = [e for key, e in table.items() if key.startswith(f"{layout.soc}-")
-                and len({p["layout"]["cols"] for p in e["points"]}) >= 2]
-    if not same_soc:
+    same_class = [e for key, e in table.items() if key.startswith(f"{layout.ub_class}-")
+                  and len({p["layout"]["cols"] for p in e["points"]}) >= 2]
+    if not same_class:
         return 1.0, 1.0
-    return (max(1.0, *(float(e["tile"]) for e in same_soc)),
-            max(1.0, *(float(e["vector"]) for e in same_soc)))
+    return (max(1.0, *(float(e["tile"]) for e in same_class)),
+            max(1.0, *(float(e["vector"]) for e in same_class)))
 
 
 def estimate(layout: Layout) -> int:
