@@ -35,3 +35,13 @@ def kernels(npu):
     finally:
         device.timer = emu.hashed_timer
         torch._dynamo.reset()
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    """The plugin's metric tables on, written to a fresh working directory (read them with
+    test_npu_cost.table_rows)."""
+    monkeypatch.chdir(tmp_path)
+    with torch._inductor.config.patch(
+            enabled_metric_tables="mix_order_fusion,mix_order_reject"):
+        yield tmp_path

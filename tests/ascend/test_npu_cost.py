@@ -284,15 +284,7 @@ QWEN3 = models.Size(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, vocab=128
 QWEN3_NORMS = 2 * 4 + 1
 
 
-@pytest.fixture
-def tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with torch._inductor.config.patch(
-            enabled_metric_tables="mix_order_fusion,mix_order_reject"):
-        yield tmp_path
-
-
-def _rows(name: str) -> list[dict[str, str]]:
+def table_rows(name: str) -> list[dict[str, str]]:
     path = f"metric_table_{name}.csv"
     if not os.path.exists(path):
         return []
@@ -337,8 +329,8 @@ def test_tiny_qwen3_declines_every_norm_with_the_three_times(kernels, tables, sh
     assert dict(inductor_ext.metrics.norms) == {"found": QWEN3_NORMS,
                                                 "declined": QWEN3_NORMS}
     assert dict(inductor_ext.metrics.rejected_pairs) == {"not_profitable": QWEN3_NORMS}
-    assert not fused_kernels(kernels) and not _rows("mix_order_fusion")
-    rejects = _rows("mix_order_reject")
+    assert not fused_kernels(kernels) and not table_rows("mix_order_fusion")
+    rejects = table_rows("mix_order_reject")
     assert len(rejects) == QWEN3_NORMS
     for row in rejects:
         assert row["reason"] == "not_profitable"
@@ -366,7 +358,7 @@ def test_enough_rows_fuse_by_default(kernels, tables):
         check_grads("rms", 1024, 64)
     assert len(fused_kernels(kernels)) == 1
     assert not inductor_ext.metrics.rejected_pairs
-    (row,) = _rows("mix_order_fusion")
+    (row,) = table_rows("mix_order_fusion")
     assert row["target"] == "ascend" and row["model_fuses"] == "True"
     fused, final, unfused = times(row["model_detail"])
     assert fused + final < unfused
@@ -381,7 +373,7 @@ def test_always_fuse_records_the_declining_verdict(kernels, tables):
     with plugin_on():
         check_grads("ln", 64, 256)
     assert len(fused_kernels(kernels)) == 1
-    (row,) = _rows("mix_order_fusion")
+    (row,) = table_rows("mix_order_fusion")
     assert row["model_fuses"] == "False"
     fused, final, unfused = times(row["model_detail"])
     assert fused + final >= unfused

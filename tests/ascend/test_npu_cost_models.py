@@ -39,8 +39,6 @@ cores); elsewhere every test skips:
 from __future__ import annotations
 
 import collections
-import csv
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,7 +46,7 @@ import pytest
 import torch
 from cost_cases import TIMES, decisions, expectation_for
 from npu_cases import fused_kernels, session
-from test_npu_cost import LLAMA_NORMS, TRAINING_FUSES, times
+from test_npu_cost import LLAMA_NORMS, TRAINING_FUSES, table_rows, times
 
 import inductor_ext
 from inductor_ext import plan_inputs
@@ -110,20 +108,6 @@ def npu(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
-@pytest.fixture
-def tables(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.chdir(tmp_path)
-    with torch._inductor.config.patch(
-            enabled_metric_tables="mix_order_fusion,mix_order_reject"):
-        yield tmp_path
-
-
-def _rows(name: str) -> list[dict[str, str]]:
-    path = f"metric_table_{name}.csv"
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def compile_step(model: torch.nn.Module, seq: int) -> list[tuple[ShapeInfo, Any, Any]]:
@@ -189,7 +173,7 @@ def check_tables(fuses: list[bool], seen: list[tuple[ShapeInfo, Any, Any]],
     assert rejected["not_profitable"] == declined and "internal_error" not in rejected
     assert inductor_ext.metrics.mix_order_kernels == fused == len(fused_kernels(kernels))
     assert inductor_ext.metrics.fused_columns["norm"] == fused  # RMSNorm: one column, dw
-    fusion = _rows("mix_order_fusion")
+    fusion = table_rows("mix_order_fusion")
     assert len(fusion) == fused
     modules = set()
     for row in fusion:
@@ -199,7 +183,7 @@ def check_tables(fuses: list[bool], seen: list[tuple[ShapeInfo, Any, Any]],
         f, final, unfused = times(row["model_detail"])
         assert f + final < unfused, row["model_detail"]
         modules.add(row["norms"])
-    rejects = [row for row in _rows("mix_order_reject") if row["reason"] == "not_profitable"]
+    rejects = [row for row in table_rows("mix_order_reject") if row["reason"] == "not_profitable"]
     assert len(rejects) == declined
     for row in rejects:
         assert row["graph_id"].endswith("backward"), row
@@ -256,11 +240,11 @@ def test_decode_step_never_reaches_the_model(npu, kernels, tables, llama):
     seen = compile_step(llama, DECODE_SEQ)
     assert not [s for s, _, _ in seen if s.N == HIDDEN]
     assert not fused_kernels(kernels) and inductor_ext.metrics.mix_order_kernels == 0
-    assert not _rows("mix_order_fusion")
+    assert not table_rows("mix_order_fusion")
     norms = inductor_ext.metrics.norms
     assert norms["found"] > 0 and norms["declined"] == norms["found"], dict(norms)
     assert dict(inductor_ext.metrics.norms_declined) == {"trivial_reduction": norms["found"]}
     assert "not_profitable" not in inductor_ext.metrics.rejected_pairs
-    rejects = _rows("mix_order_reject")
+    rejects = table_rows("mix_order_reject")
     assert rejects and all(row["reason"] == "trivial_reduction" for row in rejects), rejects
     assert not any(TIMES.search(row["detail"]) for row in rejects)

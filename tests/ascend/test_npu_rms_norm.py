@@ -316,11 +316,10 @@ def test_installed_but_off_keeps_the_extern(kernels):
 
 
 @needs_emulation
-def test_option_on_before_install_installs_for_the_next_compile(kernels, ext_records):
-    """torch_npu loaded after inductor_ext (the tests' order) and no install() call: the first
-    compile with the option on still has the extern, recorded with what happened; the scan
-    installed the entry, so the next compile decomposes and fuses every norm. uninstall()
-    puts Inductor's tables back as torch_npu leaves them."""
+def test_turning_the_plugin_on_installs_the_decomposition(kernels):
+    """torch_npu loaded after inductor_ext (the tests' order) and no install() call: turning
+    the plugin on (options(), through on_enable) installs the entry, so the first compile
+    with the option on already decomposes and fuses every norm."""
     from torch._inductor.decomposition import select_decomp_table
 
     from inductor_ext.targets.ascend import rms_norm_decomp
@@ -329,8 +328,25 @@ def test_option_on_before_install_installs_for_the_next_compile(kernels, ext_rec
     op = rms_norm_decomp.torch_npu_op()
     assert not rms_norm_decomp.installed() and op not in select_decomp_table()
     model, x, dy = _case()
-    with inductor_ext.config.patch(decompose_npu_rms_norm=True):
-        _compiled_grads(model, x, dy, decompose_npu_rms_norm=True)
+    got = _compiled_grads(model, x, dy, decompose_npu_rms_norm=True)
+    assert rms_norm_decomp.installed()
+    assert "extern_norm" not in inductor_ext.metrics.rejected_pairs
+    assert inductor_ext.metrics.mix_order_kernels == len(NORMS)
+    assert dict(inductor_ext.metrics.norms) == {"found": len(NORMS), "fused": len(NORMS)}
+    reference.assert_close(got, _grads(model, model, x, dy))
+
+
+def test_a_missing_entry_is_installed_for_the_next_compile(kernels, ext_records):
+    """The entry gone when a graph is traced with the option on (taken out after the plugin
+    was turned on): that compile keeps the extern, recorded with what happened; the scan
+    installed the entry, so the next compile decomposes and fuses every norm."""
+    from inductor_ext.targets.ascend import rms_norm_decomp
+
+    model, x, dy = _case()
+    with plugin_on(target="ascend", decompose_npu_rms_norm=True):
+        rms_norm_decomp.uninstall()
+        assert not rms_norm_decomp.installed()
+        _grads(model, torch.compile(model, dynamic=False), x, dy)
         assert dict(inductor_ext.metrics.rejected_pairs) == {"extern_norm": len(NORMS)}
         assert rms_norm_decomp.installed()
         declined = [r.getMessage() for r in ext_records
@@ -339,7 +355,7 @@ def test_option_on_before_install_installs_for_the_next_compile(kernels, ext_rec
         assert all("installed now" in m for m in declined), declined
         torch._dynamo.reset()
         inductor_ext.metrics.reset()
-        got = _compiled_grads(model, x, dy, decompose_npu_rms_norm=True)
+        got = _grads(model, torch.compile(model, dynamic=False), x, dy)
     assert inductor_ext.metrics.mix_order_kernels == len(NORMS)
     assert dict(inductor_ext.metrics.norms) == {"found": len(NORMS), "fused": len(NORMS)}
     reference.assert_close(got, _grads(model, model, x, dy))
