@@ -567,10 +567,51 @@ def npu_decide_axes(scheduling: Any, node_schedule: list[Any], kernel: Any) -> N
     """Run torch_npu's axis analysis on a new kernel where its constructor did not:
     2.13.0 / 2.14.0's NPUIndexTritonKernel decides split, tiling and no-loop axes in
     __init__; 2.11.0.post3 / 2.12.0.post3's scheduling does it after constructing the kernel
-    (NPUTritonScheduling.decide_codegen_dims_in_kernel(node_schedule, kernel))."""
+    (NPUTritonScheduling.decide_codegen_dims_in_kernel(node_schedule, kernel)), and leave
+    short row axes untiled, which the fused kernel then tiles (`_npu_tile_row_axes`)."""
     if not kernel.sorted_axis:
         kernel.node_schedule = node_schedule  # as their codegen_node_schedule sets it
         scheduling.decide_codegen_dims_in_kernel(node_schedule, kernel)
+        _npu_tile_row_axes(kernel)
+
+
+def _npu_tile_row_axes(kernel: Any) -> None:
+    """Tile every row axis of a fused kernel on 2.11.0.post3 / 2.12.0.post3, as 2.13.0's
+    analysis does. Their tiling selection stops once the tiled axes' lengths make 80% of
+    all axes' lengths (summed), so a short row axis beside a long row, adaLN's sample axis
+    B (split ['x1', 'x0'], tiled ['x0', 'r2']) or Qwen3's per-head q/k rows, stays untiled:
+    torch_npu then walks it one scalar index at a time, a loop the fused kernel's row
+    blocks and partial folds are not written for. Tiled, the axis gets a block dimension
+    of its own (X*BLOCK_SUB, masked); what torch_npu derives from the tiling is redone: the
+    tiling order, the golden variable order (the tile's dimensions), the reduction's
+    dimension in the tile, and the axes' cached broadcast directions."""
+    untiled = [a for a in kernel.sorted_axis if a.prefix != "r" and not a.is_tiling_axis]
+    if not untiled:
+        return
+    import sys
+
+    split_tiling = sys.modules["torch_npu._inductor.codegen.split_tiling"]
+    analysis = sys.modules["torch_npu._inductor.codegen.kernel_analysis"]
+    for axis in untiled:
+        axis.is_tiling_axis = True
+        kernel.tiling_axis.append(axis)
+    kernel.tiling_axis.sort(reverse=True, key=split_tiling.SplitTiling.key)
+    for axis in kernel.sorted_axis:
+        axis.directions = []
+    kernel.golden_var_list = None
+    kernel.select_golden_varlist()
+    # Their reduction's tile shape lists the tiled axes in tiling order (the reduction
+    # axes last), the loads' broadcasts follow the golden order: the row axes go in the
+    # tile's order (Qwen3's q/k rows, golden (r3, x1, x0, x2): x2, x0, x1), or a fused
+    # tile's reshape would not match its loads (torch_npu's own kernel of that group
+    # fails so on 2.12.0.post3).
+    tile = list(reversed(kernel.golden_var_list))
+    kernel.tiling_axis.sort(key=lambda a: (a.prefix == "r", tile.index(a.symbol())
+                                           if a.prefix != "r" and a.symbol() in tile else 0))
+    for order, axis in enumerate(kernel.tiling_axis):
+        axis.tiling_order = order
+    if getattr(kernel, "reduce_analysis", None) is not None:
+        kernel.reduce_analysis = analysis.ReductionAnalysis(kernel)
 
 
 def npu_check_frontend(scheduling: Any, src_code: str) -> None:
