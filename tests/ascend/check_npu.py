@@ -29,11 +29,9 @@ model's decision must be the roofline's expectation on the hook's own shape, a d
 counts in F (its kernels are not counted in K).
 
 A model that fails with the plugin on is run once with it off; if it fails there too
-(torch_npu's own kernels), it is reported as BROKEN and counted in B, not F. Before torch_npu
-2.13 the fused kernel refuses the axis layout torch_npu gives adaLN / DiT groups (rows not
-split or looped): such a refusal is a decline, named per case, not a failure (gradients are
-still checked). A negative control (a UB budget forced 16x too large, so the tile is far
-over the UB) must come back from bishengir as overflow. Per-kernel lines, `B: B broken
+(torch_npu's own kernels), it is reported as BROKEN and counted in B, not F. A negative
+control (a UB budget forced 16x too large, so the tile is far over the UB) must come back
+from bishengir as overflow. Per-kernel lines, `B: B broken
 without the plugin`, then exactly:
 
     npu: K fused through torch_npu, K numerics ok, K lowered, K ub-planned, F failed
@@ -105,43 +103,9 @@ MODEL_NORMS = {"llama": 5, "gpt2": 5, "qwen3": 9, "mistral": 5, "dit": 4}
 MODEL_MIN_SEGMENTED = {"dit": 3}
 #: The negative control's UB budget: 16x the SoC's, so the tile is far over the real UB.
 NEGATIVE_UB_FACTOR = 16
-#: The kernel's refusal of torch_npu's axis layout (inductor_ext/targets/ascend/kernel.py:
-#: rows not split or looped, or an axis not tiled). torch_npu releases before 2.13 lay out
-#: adaLN's and DiT's [B, T, N] groups (and, on 2.12, Qwen3's per-head q/k norms) that way;
-#: there the refusal is a decline, not a failure.
-LAYOUT_REFUSAL = ("torch_npu split", "the fused kernel needs the row axes")
 #: Models that failed with the plugin on and also with it off (torch_npu's own kernels):
 #: reported as B, not F ("<soc> <model>: <error>"); filled by run_soc.
 BROKEN: list[str] = []
-
-
-def layout_refusal_is_decline() -> bool:
-    """True for the torch_npu releases (read from the emulated wheel) older than 2.13.0,
-    whose axis layout the fused kernel refuses for adaLN / DiT groups (see LAYOUT_REFUSAL)."""
-    major, minor = (int(p) for p in emu.torch_npu_version().split(".")[:2])
-    return (major, minor) < (2, 13)
-
-
-@contextlib.contextmanager
-def reject_details(into: list[tuple[str, str]]):
-    """Record (reason, detail) of every decline of the hook (metrics.record_reject)."""
-    original = inductor_ext.metrics.record_reject
-
-    def record_reject(reason: Any, *args: Any, **kwargs: Any) -> None:
-        into.append((str(getattr(reason, "value", reason)), str(kwargs.get("detail", ""))))
-        original(reason, *args, **kwargs)
-
-    inductor_ext.metrics.record_reject = record_reject
-    try:
-        yield into
-    finally:
-        inductor_ext.metrics.record_reject = original
-
-
-def layout_refusals(details: list[tuple[str, str]]) -> list[str]:
-    """The declines that are LAYOUT_REFUSAL (an internal_error of the fused codegen)."""
-    return [detail for reason, detail in details
-            if reason == "internal_error" and all(s in detail for s in LAYOUT_REFUSAL)]
 
 
 def plugin_off() -> Any:
@@ -467,17 +431,14 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
             torch._dynamo.reset()
             inductor_ext.metrics.reset()
             records: list[dict[str, Any]] = []
-            rejects: list[tuple[str, str]] = []
             start = time.perf_counter()
             try:
-                with capture(records), reject_details(rejects):
+                with capture(records):
                     ok, detail = run_norm(*spec) if isinstance(spec, tuple) else run_model(spec)
             except Exception as exc:
                 traceback.print_exc(limit=4, file=sys.stderr)
                 ok, detail = False, f"{type(exc).__name__}: {str(exc)[:300]}"
             declined = dict(inductor_ext.metrics.rejected_pairs)
-            # Before torch_npu 2.13 a refused layout is a decline (gradients still checked).
-            refused = layout_refusals(rejects) if layout_refusal_is_decline() else []
             case_failures: list[str] = []
             case_kernels: list[Kernel] = []
             norms = ""
@@ -491,16 +452,11 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
             segmented = sum(r["plan"]["segments"] > 1 for r in records)
             want = (int(spec[0] == "adaln") if isinstance(spec, tuple)
                     else MODEL_MIN_SEGMENTED.get(spec, 0))
-            need, want = max(0, need - len(refused)), max(0, want - len(refused))
             if segmented < want:
                 case_failures.append(f"{soc} {case}: {segmented} kernels with per-sample "
                                      f"partials, want >= {want} (declined {declined})")
             log(f"  {soc} {case}: {len(records)} fused{norms}, declined {declined or '-'}, "
                 f"{'ok' if ok else 'WRONG'} ({detail}) {time.perf_counter() - start:.1f} s")
-            if refused:
-                log(f"  {soc} {case}: {len(refused)} declined, layout refused on torch_npu "
-                    f"{emu.torch_npu_version()} (a decline before 2.13, not a failure): "
-                    f"{refused[0]}")
             if fused < need:
                 what = "norm backwards" if isinstance(spec, str) else "kernels"
                 case_failures.append(f"{soc} {case}: {fused} fused {what}, want >= {need} "
