@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -539,8 +540,6 @@ NPU_HEURISTICS_MODULES = {"torch_npu._inductor.runtime.triton_heuristics": "trit
 
 def npu_heuristics() -> ModuleType:
     """torch_npu's loaded heuristics module (a kernel module imports it before it runs)."""
-    import sys
-
     for name in NPU_HEURISTICS_MODULES:
         module = sys.modules.get(name)
         if module is not None:
@@ -588,8 +587,6 @@ def _npu_tile_row_axes(kernel: Any) -> None:
     untiled = [a for a in kernel.sorted_axis if a.prefix != "r" and not a.is_tiling_axis]
     if not untiled:
         return
-    import sys
-
     split_tiling = sys.modules["torch_npu._inductor.codegen.split_tiling"]
     analysis = sys.modules["torch_npu._inductor.codegen.kernel_analysis"]
     for axis in untiled:
