@@ -336,6 +336,7 @@ def test_turning_the_plugin_on_installs_the_decomposition(kernels):
     reference.assert_close(got, _grads(model, model, x, dy))
 
 
+@needs_emulation
 def test_a_missing_entry_is_installed_for_the_next_compile(kernels, ext_records):
     """The entry gone when a graph is traced with the option on (taken out after the plugin
     was turned on): that compile keeps the extern, recorded with what happened; the scan
