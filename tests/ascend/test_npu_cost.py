@@ -40,7 +40,7 @@ from tests.support import npu_emulation as emu
 #: the HBM bandwidth the Ascend device query adds by SoC class.
 DEVICES = {
     "910B3": DeviceInfo(type="npu", name="Ascend910B3", cores=40, ub_bytes=192 * 1024,
-                        dram_bytes_per_s=cost.HBM_BYTES_PER_S["A2/A3"],
+                        dram_bytes_per_s=cost.HBM_BYTES_PER_S["A2A3"],
                         npu_backend="torch_npu"),
     "950": DeviceInfo(type="npu", name="Ascend950", cores=72, ub_bytes=256 * 1024,
                       dram_bytes_per_s=cost.HBM_BYTES_PER_S["950"], npu_backend="torch_npu",
@@ -207,7 +207,7 @@ def test_hbm_bandwidth_and_cores_come_from_the_device():
         cost.busy_bandwidth(72, 72, 1.6e12, tuning) / 4)
     # A device the flavor is forced onto (no NPU) is priced as the SoC class it names.
     cpu = DeviceInfo(type="cpu", dram_bytes_per_s=9e12)
-    assert cost.hbm_bytes_per_s(cpu) == cost.HBM_BYTES_PER_S["A2/A3"]
+    assert cost.hbm_bytes_per_s(cpu) == cost.HBM_BYTES_PER_S["A2A3"]
 
 
 def test_looped_workspace_adds_are_priced():

@@ -34,6 +34,7 @@ import dataclasses
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
 from ...plan.types import LaunchPlan, ShapeInfo
+from . import ub as ub_model
 from .tuning import AscendTuning
 
 #: HBM bandwidth by SoC class, bytes/s. Atlas A2/A3 (910B): 1.6 TB/s, the figure commonly
@@ -42,7 +43,14 @@ from .tuning import AscendTuning
 #: 950PR's (HiBL 1.0) in Huawei's Ascend roadmap (Huawei Connect 2025), the part the
 #: emulation and checks compile for (Ascend950PR_9599); the 950DT's HiZQ 2.0 was
 #: announced at 4 TB/s: a device of that kind comes with its own DeviceInfo.
-HBM_BYTES_PER_S = {"A2/A3": 1.6e12, "950": 1.6e12}
+HBM_BYTES_PER_S = {"A2A3": 1.6e12, "950": 1.6e12}  # keyed by ub.UB_CLASSES
+
+
+def class_hbm_bytes_per_s(ascend950: bool) -> float:
+    """The HBM bandwidth of the SoC class (the UB model's classes: A2/A3, Ascend950)."""
+    return HBM_BYTES_PER_S[ub_model.ub_class(ascend950)]
+
+
 #: Bytes of the smallest block torch_npu's tile generator gives an axis: a tail dim is
 #: aligned to 32 bytes (runtime/tile_generator.py's `aligned_numel_32byte`; ascend_facts.md).
 BLOCK_ALIGN_BYTES = 32
@@ -72,7 +80,7 @@ def hbm_bytes_per_s(device: DeviceInfo) -> float:
     priced as the SoC class its UB and flags name."""
     if device.type == "npu" or device.npu_backend:
         return device.dram_bytes_per_s
-    return HBM_BYTES_PER_S["950" if device.ascend950 else "A2/A3"]
+    return class_hbm_bytes_per_s(device.ascend950)
 
 
 def busy_bandwidth(busy: float, cores: int, bw: float, tuning: AscendTuning) -> float:

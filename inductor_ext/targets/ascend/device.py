@@ -9,7 +9,7 @@ import torch
 
 from ...plan.device import DeviceInfo
 from . import npu
-from .cost import HBM_BYTES_PER_S
+from .cost import class_hbm_bytes_per_s
 
 
 def device_info(device: torch.device) -> DeviceInfo | None:
@@ -28,7 +28,7 @@ def _torch_npu_info(device: torch.device) -> DeviceInfo:
     name = facts.name or ("Ascend950" if facts.ascend950 else "Ascend A2/A3")
     return DeviceInfo(type=device.type, name=name,
                       cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
-                      dram_bytes_per_s=HBM_BYTES_PER_S["950" if facts.ascend950 else "A2/A3"],
+                      dram_bytes_per_s=class_hbm_bytes_per_s(facts.ascend950),
                       npu_backend="torch_npu", ascend950=facts.ascend950,
                       interpreted=device.type == "cpu")
 
@@ -49,4 +49,4 @@ def _npu_info() -> DeviceInfo:
     except Exception:
         pass
     return DeviceInfo(type="npu", cores=cores, ub_bytes=npu.DEFAULT_UB_BYTES,
-                      dram_bytes_per_s=HBM_BYTES_PER_S["A2/A3"])
+                      dram_bytes_per_s=class_hbm_bytes_per_s(False))
