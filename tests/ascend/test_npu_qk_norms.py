@@ -85,9 +85,9 @@ def _check_fused_on_torch_npu(seen, count: int):
 
     from inductor_ext.targets.ascend.kernel import NpuMixOrderKernelMixin
 
-    assert inductor_ext.metrics.mix_order_kernels == count
-    assert "internal_error" not in inductor_ext.metrics.rejected_pairs, \
-        dict(inductor_ext.metrics.rejected_pairs)
+    declines = dict(inductor_ext.metrics.rejected_pairs)
+    assert inductor_ext.metrics.mix_order_kernels == count, declines
+    assert "internal_error" not in declines, declines
     fused = fused_kernels(seen)
     assert len(fused) == count
     for cls, kernel, src in fused:
