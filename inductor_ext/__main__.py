@@ -20,6 +20,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch._inductor.config as inductor_config
@@ -112,9 +113,12 @@ def _device_lines() -> Iterator[str]:
                "cpu_backend='triton' and a Triton CPU backend or TRITON_INTERPRET=1, as the "
                "tests and the demo run")
     for device_type in types[1:]:
-        module = getattr(torch, device_type, None)
+        module: Any = getattr(torch, device_type, None)  # torch.npu: torch_npu's, untyped
+        if module is None:
+            yield f"{device_type}: not available (no torch.{device_type})"
+            continue
         try:
-            available = bool(module is not None and module.is_available())
+            available = bool(module.is_available())
             count = module.device_count() if available else 0
         except Exception as exc:
             yield f"{device_type}: cannot be asked ({type(exc).__name__}: {exc})"
