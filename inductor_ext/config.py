@@ -114,7 +114,7 @@ def _install() -> None:
     install_config_module(module)
     installed: Any = type(module)
 
-    class CheckedConfigModule(installed):  # type: ignore[misc, valid-type]
+    class CheckedConfigModule(installed):
         def __setattr__(self, name: str, value: object) -> None:
             entry = self._config.get(name)
             if entry is not None and not _is_default(entry.default, value):
