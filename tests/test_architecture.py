@@ -90,8 +90,10 @@ def test_every_tuning_knob_changes_the_cache_key(target, cls):
     base = p.uuid()
     for field in dataclasses.fields(cls):
         default = getattr(cls(), field.name)
+        # in range: a tuning's own checks (AscendTuning's shares in (0, 1]) run at patch()
         other = (not default if isinstance(default, bool)
-                 else default + 1 if isinstance(default, (int, float))
+                 else default + 1 if isinstance(default, int)
+                 else (default / 2 or 0.5) if isinstance(default, float)
                  else default + "_other")
         with inductor_ext.config.patch(tuning={target: {field.name: other}}):
             assert p.uuid() != base, field.name
