@@ -1,14 +1,18 @@
 """User-facing options of inductor_ext, built on PyTorch's config-module machinery.
 
 Every option supports ``inductor_ext.config.patch(...)``; ``always_fuse`` and ``target``
-take their defaults from ``INDUCTOR_EXT_ALWAYS_FUSE`` / ``INDUCTOR_EXT_TARGET``. Values are
-validated by :func:`validate` when a compile uses them, so a bad value (or a bad
-environment variable) fails loudly with its name instead of silently falling back.
+take their defaults from ``INDUCTOR_EXT_ALWAYS_FUSE`` / ``INDUCTOR_EXT_TARGET``. A value is
+checked when it is set (assignment or ``patch``: a ``ValueError`` naming the option, see
+:func:`_install`), and again by :func:`validate` when a compile uses the options, so a bad
+value (or a bad environment variable) fails loudly with its name instead of silently
+falling back.
 """
 
 
 import sys
-from typing import TYPE_CHECKING, Optional
+import types
+import typing  # a module, which the config machinery skips (TYPE_CHECKING was an option)
+from typing import Any, Optional
 
 from torch.utils._config_module import install_config_module
 
@@ -51,43 +55,91 @@ decompose_npu_rms_norm: bool = False
 tuning: dict = {}
 
 
+def check(name: str, value: object) -> None:
+    """ValueError naming option `name` when `value` is not one it takes (an unknown name
+    passes: the config module itself refuses it)."""
+    def bad(want: str) -> ValueError:
+        return ValueError(f"inductor_ext.config.{name} must be {want}, got {value!r}"
+                          f"{envvars.source_of(name, value)}")
+
+    def positive_int(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    if name in ("always_fuse", "decompose_npu_rms_norm"):
+        if not isinstance(value, bool):
+            raise bad("a bool")
+    elif name in ("split_size", "ascend_vector_cores"):
+        if value is not None and not positive_int(value):
+            raise bad("None or a positive int")
+    elif name == "max_persistent_n":
+        if not positive_int(value):
+            raise bad("a positive int")
+    elif name == "ascend_ub_bytes":
+        if value is not None and not (isinstance(value, int) and positive_int(value)
+                                      and value >= 4096):
+            raise bad("None or an int >= 4096")
+    elif name == "target":
+        targets = ("auto", *planning.PLANNERS)
+        if value not in targets:
+            raise bad(f"one of {targets}")
+    elif name == "tuning":
+        planning.tuning.validate(value)
+
+
 def validate() -> None:
-    """Raise ValueError naming the first option that holds a bad value."""
+    """Raise ValueError naming the first option that holds a bad value.
+
+    Assignments and `patch` are checked as they happen (`_install`); this is the backstop
+    for what they cannot see: a bad environment variable (read at import, which must never
+    fail), a `tuning` dict changed in place, and torch's own setters that skip
+    `__setattr__`. `enable()`, `options()` and every compile that runs the pass call it."""
     for error in envvars.ERRORS.values():
         raise ValueError(f"inductor_ext: {error}")
     mod = sys.modules[__name__]
-    targets = ("auto", *planning.PLANNERS)
-    if not isinstance(mod.always_fuse, bool):
-        raise ValueError(f"inductor_ext.config.always_fuse must be a bool, got {mod.always_fuse!r}")
-    split = mod.split_size
-    if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
-        raise ValueError(
-            f"inductor_ext.config.split_size must be None or a positive int, got {split!r}"
-        )
-    if mod.target not in targets:
-        raise ValueError(f"inductor_ext.config.target must be one of {targets}, got "
-                         f"{mod.target!r}{envvars.source_of('target', mod.target)}")
-    max_n = mod.max_persistent_n
-    if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
-        raise ValueError(
-            f"inductor_ext.config.max_persistent_n must be a positive int, got {max_n!r}"
-        )
-    cores = mod.ascend_vector_cores
-    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
-        raise ValueError(
-            f"inductor_ext.config.ascend_vector_cores must be None or a positive int, got {cores!r}"
-        )
-    if not isinstance(mod.decompose_npu_rms_norm, bool):
-        raise ValueError("inductor_ext.config.decompose_npu_rms_norm must be a bool, got "
-                         f"{mod.decompose_npu_rms_norm!r}")
-    planning.tuning.validate(mod.tuning)
-    ub = mod.ascend_ub_bytes
-    if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int) or ub < 4096):
-        raise ValueError(
-            f"inductor_ext.config.ascend_ub_bytes must be None or an int >= 4096, got {ub!r}")
+    for name in mod._config:
+        check(name, getattr(mod, name))
 
 
-if TYPE_CHECKING:  # what install_config_module adds to this module (patch, get_config_copy, ...)
+def _install() -> None:
+    """Make this module a torch config module whose options are checked when set.
+
+    torch's `install_config_module` swaps the module's class for a `ConfigModule` subclass;
+    one more subclass of that class checks each value in `__setattr__`, which is what
+    assignment, `patch` (on entering and on leaving) and `load_config` go through, and in
+    `patch()` itself, so a bad `patch(...)` fails where it is written, before the block (or
+    the decorated function) runs. A value equal to the option's default always passes, so
+    leaving a patch restores a default taken from a bad environment variable, which
+    `validate()` then reports naming the variable."""
+    module = sys.modules[__name__]
+    install_config_module(module)
+    installed: Any = type(module)
+
+    class CheckedConfigModule(installed):
+        def __setattr__(self, name: str, value: object) -> None:
+            entry = self._config.get(name)
+            if entry is not None and not _is_default(entry.default, value):
+                check(name, value)
+            super().__setattr__(name, value)
+
+        def patch(self, arg1: Any = None, arg2: Any = None, **kwargs: Any) -> Any:
+            changes = ({arg1: arg2} if isinstance(arg1, str) and arg2 is not None
+                       else arg1 if isinstance(arg1, dict) else kwargs)
+            for name, value in changes.items():
+                entry = self._config.get(name)
+                if entry is not None and not _is_default(entry.default, value):
+                    check(name, value)
+            return super().patch(arg1, arg2, **kwargs)
+
+    # ConfigModule.__setattr__ takes only options: set the class past it, as torch does
+    # before its own __setattr__ is in place.
+    types.ModuleType.__setattr__(module, "__class__", CheckedConfigModule)
+
+
+def _is_default(default: object, value: object) -> bool:
+    return type(default) is type(value) and default == value
+
+
+if typing.TYPE_CHECKING:  # what install_config_module adds (patch, get_config_copy, ...)
     from torch.utils._config_typing import *  # noqa: F403
 
-install_config_module(sys.modules[__name__])
+_install()

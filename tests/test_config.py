@@ -67,14 +67,88 @@ def test_enable_for_all_compiles(interp):
     assert inductor_ext.metrics.mix_order_kernels == 1
 
 
-@pytest.mark.parametrize("option,value", [
-    ("split_size", 0), ("split_size", 2.5), ("target", "tpu"), ("always_fuse", "yes"),
-    ("max_persistent_n", -1),
-])
-def test_bad_option_raises_naming_it(interp, option, value):
-    with inductor_ext.config.patch(**{option: value}):
-        with pytest.raises(Exception, match=option):
+_BAD = [
+    ("split_size", 0, "must be None or a positive int, got 0"),
+    ("split_size", 2.5, "must be None or a positive int, got 2.5"),
+    ("split_size", True, "must be None or a positive int, got True"),
+    ("target", "tpu", r"must be one of \('auto', .*, got 'tpu'"),
+    ("always_fuse", "yes", "must be a bool, got 'yes'"),
+    ("decompose_npu_rms_norm", 1, "must be a bool, got 1"),
+    ("max_persistent_n", -1, "must be a positive int, got -1"),
+    ("max_persistent_n", None, "must be a positive int, got None"),
+    ("ascend_vector_cores", 0, "must be None or a positive int, got 0"),
+    ("ascend_ub_bytes", 1024, "must be None or an int >= 4096, got 1024"),
+    ("tuning", {"cuda": {"register_tile": 1.5}}, r"\['register_tile'\] must be an int, got 1.5"),
+    ("tuning", {"tpu": {}}, "unknown target 'tpu'"),
+]
+
+
+def _named(option: str, message: str) -> str:
+    return rf"^inductor_ext\.config\.{option}\b.*{message}"
+
+
+@pytest.mark.parametrize("option,value,message", _BAD)
+def test_a_bad_assignment_raises_naming_the_option(option, value, message):
+    before = getattr(inductor_ext.config, option)
+    with pytest.raises(ValueError, match=_named(option, message)):
+        setattr(inductor_ext.config, option, value)
+    assert getattr(inductor_ext.config, option) == before  # nothing was set
+
+
+@pytest.mark.parametrize("option,value,message", _BAD)
+def test_a_bad_patch_raises_where_it_is_written(option, value, message):
+    """At the patch() call, before its block or the function it decorates runs; every
+    spelling of patch."""
+    with pytest.raises(ValueError, match=_named(option, message)):
+        inductor_ext.config.patch(**{option: value})
+    with pytest.raises(ValueError, match=_named(option, message)):
+        inductor_ext.config.patch({option: value})
+    if value is not None:
+        with pytest.raises(ValueError, match=_named(option, message)):
+            inductor_ext.config.patch(option, value)
+
+
+def test_good_values_set_and_restore():
+    config = inductor_ext.config
+    with config.patch(split_size=256, target="cuda", ascend_ub_bytes=4096,
+                      tuning={"cuda": {"programs_per_sm": 2}}):
+        assert (config.split_size, config.target, config.ascend_ub_bytes) == (256, "cuda", 4096)
+        config.validate()
+    assert (config.split_size, config.target, config.tuning) == (None, "auto", {})
+    config.max_persistent_n = 8192
+    try:
+        assert config.max_persistent_n == 8192
+    finally:
+        config.max_persistent_n = 16384
+
+
+def test_options_are_the_annotated_values_only():
+    """Module-level names that are not options (typing's TYPE_CHECKING was one) stay out of
+    the config, its patch and the cache key."""
+    assert sorted(inductor_ext.config.get_config_copy()) == sorted([
+        "always_fuse", "split_size", "target", "max_persistent_n", "ascend_vector_cores",
+        "ascend_ub_bytes", "decompose_npu_rms_norm", "tuning"])
+
+
+def test_a_value_changed_in_place_is_caught_at_compile(interp):
+    """The setter cannot see a `tuning` dict changed in place: validate() at compile is
+    the backstop, and still names the option."""
+    with inductor_ext.config.patch(tuning={}):
+        inductor_ext.config.tuning["tpu"] = {}
+        with pytest.raises(Exception, match=r"inductor_ext\.config\.tuning: unknown target"):
             torch.compile(rms_backward, options=inductor_ext.options())(*_rms_inputs())
+
+
+def test_a_patch_over_a_bad_environment_default_restores_it():
+    """A default from a bad variable is restored on leaving a patch, and validate() names
+    the variable."""
+    res = _python("import inductor_ext\n"
+                  "with inductor_ext.config.patch(target='cuda'):\n"
+                  "    inductor_ext.config.validate()\n"
+                  "print(inductor_ext.config.target)\n"
+                  "inductor_ext.config.validate()\n", INDUCTOR_EXT_TARGET="tpu")
+    assert res.stdout.strip() == "tpu", res.stderr
+    assert "got 'tpu' (from INDUCTOR_EXT_TARGET)" in res.stderr
 
 
 def test_uuid_tracks_options():

@@ -3,6 +3,7 @@ a missing calibration table is an error, never coefficients 1.0 in silence."""
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import pathlib
@@ -34,6 +35,14 @@ def _data_files() -> list[str]:
                   if not p.endswith(".py") and (REPO / p).is_file())
 
 
+def _copy_checkout(dest: pathlib.Path) -> None:
+    """The working tree's tracked files and untracked ones git does not ignore, at `dest`."""
+    for rel in _git("ls-files", "--cached", "--others", "--exclude-standard"):
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+
+
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
     """(wheel, sdist) built from a copy of the working tree (tracked and untracked files that
@@ -52,10 +61,7 @@ def dists(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
             pytest.skip(f"{module} is not installed in this venv")
     root = tmp_path_factory.mktemp("packaging")
     src, out = root / "src", root / "dist"
-    for rel in _git("ls-files", "--cached", "--others", "--exclude-standard"):
-        if (REPO / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, src / rel)
+    _copy_checkout(src)
     subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-index",
                     "--no-build-isolation", "-q", "-w", str(out)],
                    cwd=src, check=True, timeout=120)
@@ -115,6 +121,33 @@ def test_wheel_holds_the_package_and_its_entry_point_only(dists):
     tracked = {p for p in _git("ls-files", "inductor_ext", "inductor_ext_autoload")
                if p.endswith(".py") and (REPO / p).is_file()}
     assert tracked - set(sources) == set()
+
+
+def test_setup_py_shim_answers_from_pyproject(tmp_path):
+    """`python setup.py --version` / `--name` (tools that still call setup.py) give
+    pyproject.toml's answers; the shim passes setup() nothing of its own."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    try:
+        importlib.metadata.distribution("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("setuptools is not installed in this venv")
+    tree = ast.parse((REPO / "setup.py").read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    assert [(ast.unparse(c.func), c.args, c.keywords) for c in calls] == [("setup", [], [])]
+    _copy_checkout(tmp_path)
+    for flag, expected in (("--version", inductor_ext.__version__), ("--name", PACKAGE)):
+        res = subprocess.run([sys.executable, "setup.py", flag], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.strip().splitlines()[-1] == expected
+
+
+def test_sdist_ships_the_setup_py_shim(dists):
+    _, sdist = dists
+    with tarfile.open(sdist) as tf:
+        top = tf.getnames()[0].split("/")[0]
+        assert f"{top}/setup.py" in tf.getnames()
 
 
 def test_wheel_calibration_table_is_the_repos(dists):

@@ -43,8 +43,10 @@ def make(target: str, knobs: Mapping[str, Any] | None = None) -> Any:
               if want is float else isinstance(value, want) and not isinstance(value, bool)
               if want is int else isinstance(value, want))
         if not ok:
-            raise ValueError(f"inductor_ext.config.tuning[{target!r}][{name!r}] must be a "
-                             f"{want.__name__}, got {value!r}")
+            kind = "a float or an int" if want is float else (
+                f"{'an' if want.__name__[0] in 'aeiou' else 'a'} {want.__name__}")
+            raise ValueError(f"inductor_ext.config.tuning[{target!r}][{name!r}] must be "
+                             f"{kind}, got {value!r}")
     return dataclasses.replace(default, **dict(knobs or {}))
 
 

@@ -1,0 +1,214 @@
+"""`python -m inductor_ext`: the version, or an environment check to paste into a bug report.
+
+    python -m inductor_ext --version   the package's version
+    python -m inductor_ext [--env]     versions (Python, torch, Triton, torch_npu, transformers),
+                                       which target each available device gets, upstream's
+                                       mix-order reduction, the options in effect, on / off
+
+Nothing here changes a setting. torch_npu is imported only when it is installed and a child
+process imported it cleanly first: without CANN its import can fail hard, and the check must
+still print everything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch._inductor.config as inductor_config
+
+from . import __version__, compat, config, envvars, plan, plugin
+
+#: How long the child process may take to import torch_npu (CANN's first load is slow).
+NPU_PROBE_TIMEOUT_S = 120
+
+
+def _dist_version(*names: str) -> str | None:
+    """The installed version of the first distribution of `names` (None: none is)."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _triton_lines() -> Iterator[str]:
+    ascend = _dist_version("triton-ascend", "triton_ascend")
+    try:
+        import triton
+    except Exception as exc:  # a broken install is what the report is for
+        yield f"triton: not importable ({type(exc).__name__}: {exc})"
+        return
+    version = getattr(triton, "__version__", "?")
+    if ascend is not None:
+        yield f"triton: {version} (triton-ascend {ascend}: Ascend's Triton)"
+    else:
+        yield f"triton: {version} (not triton-ascend)"
+    interpret = os.environ.get("TRITON_INTERPRET")
+    if interpret is not None:
+        yield f"  TRITON_INTERPRET={interpret} (kernels run in the Triton interpreter)"
+
+
+def _probe_torch_npu() -> tuple[bool, str]:
+    """(importable, detail): whether `import torch_npu` works, tried in a child process so
+    that a hard failure (missing CANN libraries, an abort) cannot take this one down."""
+    if "torch_npu" in sys.modules:
+        return True, "already imported"
+    if importlib.util.find_spec("torch_npu") is None:
+        return False, "not installed"
+    try:
+        res = subprocess.run([sys.executable, "-c", "import torch_npu"], capture_output=True,
+                             text=True, timeout=NPU_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False, f"installed, but importing it took over {NPU_PROBE_TIMEOUT_S} s"
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        return False, f"installed, but its import fails: {last}"
+    return True, "importable"
+
+
+def _torch_npu_lines() -> Iterator[str]:
+    importable, detail = _probe_torch_npu()
+    version = _dist_version("torch_npu", "torch-npu")
+    if not importable:
+        yield f"torch_npu: {detail}" + (f" (version {version})" if version else "")
+        return
+    try:
+        import torch_npu  # noqa: F401  (registers the npu device and its Inductor backend)
+    except Exception as exc:
+        yield f"torch_npu: {version or '?'}, import failed here ({type(exc).__name__}: {exc})"
+        return
+    backend = os.environ.get("TORCHINDUCTOR_NPU_BACKEND", "default")
+    yield f"torch_npu: {getattr(torch_npu, '__version__', version)} " \
+          f"(TORCHINDUCTOR_NPU_BACKEND={backend})"
+
+
+def _device_lines() -> Iterator[str]:
+    """Which target each available device type gets under the configured `target`; the
+    device types are CPU and those the registered targets name (no target is named here)."""
+    configured = config.target
+    types = ["cpu", *sorted({t for p in plan.PLANNERS.values() for t in p.device_types})]
+    try:
+        cpu_target = plan.target_for(torch.device("cpu"), configured)
+    except Exception as exc:
+        cpu_target = f"? ({type(exc).__name__}: {exc})"
+    backend = inductor_config.cpu_backend
+    if backend == "triton":
+        interp = ("through the Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1"
+                  else "needs a Triton CPU backend or TRITON_INTERPRET=1 (the interpreter)")
+        yield (f"cpu: Inductor's Triton CPU backend (cpu_backend='triton'): target "
+               f"{cpu_target!r}, {interp}")
+    else:
+        yield (f"cpu: Inductor's {backend!r} backend (C++): the plugin does not act there "
+               "(recorded as unsupported_backend); it acts on CPU only with "
+               "cpu_backend='triton' and a Triton CPU backend or TRITON_INTERPRET=1, as the "
+               "tests and the demo run")
+    for device_type in types[1:]:
+        module: Any = getattr(torch, device_type, None)  # torch.npu: torch_npu's, untyped
+        if module is None:
+            yield f"{device_type}: not available (no torch.{device_type})"
+            continue
+        try:
+            available = bool(module.is_available())
+            count = module.device_count() if available else 0
+        except Exception as exc:
+            yield f"{device_type}: cannot be asked ({type(exc).__name__}: {exc})"
+            continue
+        if not available:
+            yield f"{device_type}: not available"
+            continue
+        for index in range(count):
+            device = torch.device(device_type, index)
+            try:
+                name = module.get_device_name(index)
+            except Exception:
+                name = "?"
+            try:
+                target = plan.target_for(device, configured)
+            except Exception as exc:
+                target = f"? ({type(exc).__name__}: {exc})"
+            yield f"{device}: {name}: target {target!r}"
+
+
+def _upstream_lines() -> Iterator[str]:
+    key = compat.UPSTREAM_MIX_ORDER_KEY
+    if not compat.has_upstream_mix_order():
+        yield f"upstream mix-order reduction: not in this torch (no {key})"
+        return
+    value = inductor_config.triton.mix_order_reduction
+    why = " (the plugin turns it off while on)" if plugin.is_enabled() else ""
+    yield (f"upstream mix-order reduction: {key}={value}{why}; CUDA/XPU only, its shape "
+           f"gates here: {compat.upstream_mix_order_gates()}")
+
+
+def _option_lines() -> Iterator[str]:
+    for name, value in config.get_config_copy().items():
+        source = envvars.source_of(name, value)
+        yield f"  {name} = {value!r}{source}"
+    try:
+        config.validate()
+    except ValueError as exc:
+        yield f"  INVALID: {exc}"
+
+
+def _plugin_line() -> str:
+    if plugin.is_enabled():
+        return "plugin: enabled"
+    asked = os.environ.get("INDUCTOR_EXT")
+    try:
+        wanted = asked is not None and envvars.parse_flag("INDUCTOR_EXT", asked)
+    except ValueError as exc:
+        return f"plugin: disabled ({exc})"
+    if wanted:
+        return (f"plugin: disabled, though INDUCTOR_EXT={asked!r} asks for it: enabling failed "
+                "(its RuntimeWarning says why; an invalid option is shown below)")
+    return "plugin: disabled (enable() / options(), or INDUCTOR_EXT=1 in the environment)"
+
+
+def environment() -> list[str]:
+    """The environment check's lines (what `python -m inductor_ext` prints)."""
+    lo, hi = compat.SUPPORTED_TORCH
+    supported = lo <= compat.TORCH_VERSION <= hi
+    lines = [
+        f"inductor_ext: {__version__} ({os.path.dirname(os.path.abspath(__file__))})",
+        f"python: {platform.python_version()} ({sys.executable})",
+        f"platform: {platform.platform()}",
+        f"torch: {torch.__version__} (CUDA {torch.version.cuda or 'none'}; "
+        f"{'supported' if supported else 'NOT supported'}: "
+        f"{lo[0]}.{lo[1]}-{hi[0]}.{hi[1]})",
+        *_triton_lines(),
+        *_torch_npu_lines(),
+        f"transformers: {_dist_version('transformers') or 'not installed'} (optional)",
+        "devices:",
+        *(f"  {line}" for line in _device_lines()),
+        *_upstream_lines(),
+        _plugin_line(),
+        "options (inductor_ext.config):",
+        *_option_lines(),
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m inductor_ext",
+        description="Print the version, or an environment check for bug reports.")
+    parser.add_argument("--version", action="version", version=f"inductor_ext {__version__}")
+    parser.add_argument("--env", action="store_true",
+                        help="print the environment check (also the default)")
+    parser.parse_args(argv)
+    print("\n".join(environment()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
