@@ -54,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=31, help="bench_models.py --rounds")
     ap.add_argument("--csv", default="")
     args = ap.parse_args(argv)
+    bench_models.check_device("bench_dit.py", args.device, " --sizes 2x12x32")
+    sizes = parse_sizes(args.sizes)
     rows: list[dict[str, Any]] = []
-    for B, T, N in parse_sizes(args.sizes):
+    for B, T, N in sizes:
         part = f"{args.csv}.part" if args.csv else ""
         forwarded = ["--device", args.device, "--models", "dit", "--variants", args.variants,
                      "--size", size_spec(B, T, N, args.layers), "--rounds", str(args.rounds)]

@@ -49,7 +49,6 @@ from common import (  # noqa: E402
     has_upstream_mix_order,
     interleaved_rounds,
     paired_ratio_range,
-    require_cuda,
 )
 
 import inductor_ext  # noqa: E402
@@ -312,6 +311,23 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def check_device(script: str, device: str, smoke_args: str) -> None:
+    """Stop with one line, naming `script` (the command the user ran), where `device`
+    cannot run: no CUDA for ``cuda`` (with the CPU smoke run's command, `smoke_args` its
+    extra arguments), no Triton interpreter for ``cpu``."""
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"{script} --device cuda needs a CUDA device "
+                             f"(torch.cuda.is_available() is False); the CPU smoke run: "
+                             f"TRITON_INTERPRET=1 python bench/{script} --device cpu"
+                             f"{smoke_args}")
+        return
+    from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
+
+    if not interpreter_active():
+        raise SystemExit(INTERPRETER_HINT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
@@ -330,13 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", default="")
     ap.add_argument("--plot", default="")
     args = ap.parse_args(argv)
-    if args.device == "cuda":
-        require_cuda("bench_models.py --device cuda")
-    else:
-        from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
-
-        if not interpreter_active():
-            raise SystemExit(INTERPRETER_HINT)
+    check_device("bench_models.py", args.device, "")
     unknown = set(args.models.split(",")) - set(models.MODELS)
     bad_variants = set(args.variants.split(",")) - set(ALL_VARIANTS)
     if unknown or bad_variants:

@@ -94,7 +94,26 @@ def test_bench_models_without_cuda_says_so(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         bench_models.main(["--device", "cuda"])
     assert exc.value.code == ("bench_models.py --device cuda needs a CUDA device "
-                              "(torch.cuda.is_available() is False)")
+                              "(torch.cuda.is_available() is False); the CPU smoke run: "
+                              "TRITON_INTERPRET=1 python bench/bench_models.py --device cpu")
+
+
+def test_bench_dit_without_cuda_names_itself(monkeypatch):
+    """bench_dit.py runs bench_models.py per size; without --device (cuda, the default) and
+    without CUDA its one line names bench_dit.py and its own CPU smoke run, not
+    bench_models, and stops before any size runs."""
+    import bench_dit
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ran = []
+    monkeypatch.setattr(bench_dit.bench_models, "main", ran.append)
+    with pytest.raises(SystemExit) as exc:
+        bench_dit.main([])
+    assert exc.value.code == ("bench_dit.py --device cuda needs a CUDA device "
+                              "(torch.cuda.is_available() is False); the CPU smoke run: "
+                              "TRITON_INTERPRET=1 python bench/bench_dit.py --device cpu "
+                              "--sizes 2x12x32")
+    assert "bench_models" not in exc.value.code and not ran
 
 
 def test_bench_models_size_and_names():
