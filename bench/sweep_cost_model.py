@@ -397,13 +397,36 @@ def aa_summary(rows: list[dict]) -> str:
             f"differs by up to {band:.1%} ({worst[2]}, {worst[1]}: x{worst[0]:.3f})")
 
 
+#: The columns `--merge` needs of every part (its summary computes on them).
+PART_COLUMNS = ("case", "M", "N")
+
+
 def read_parts(paths: list[str]) -> list[dict]:
     """The rows of one sweep's part CSVs (`--part K/P` runs, `h100_session.sh sweep K/P`),
-    in order, as written; a case in two parts is an error (two runs, not one)."""
+    in order, as written. A ValueError, naming the file, for what is not one sweep: no
+    part given, a file that is missing or not a sweep CSV, parts without a single case,
+    a case in two parts (two runs, not one)."""
+    if not paths:
+        raise ValueError("--merge: no part CSVs given")
     rows: list[dict] = []
     for path in paths:
-        with open(path, newline="") as f:
-            rows += list(csv.DictReader(f))
+        try:
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                missing = [c for c in PART_COLUMNS if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise ValueError(f"--merge: {path}: not a sweep CSV (no column "
+                                     f"{', '.join(map(repr, missing))}; first line: "
+                                     f"{','.join(reader.fieldnames or [])[:60] or 'empty file'})")
+                rows += list(reader)
+        except FileNotFoundError:
+            hint = (" (a shell pattern that matched nothing? `h100_session.sh sweep K/P` "
+                    "writes $OUT/cost_sweep_h100_partK.csv)" if "*" in path else "")
+            raise ValueError(f"--merge: {path}: no such file{hint}") from None
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"--merge: {path}: cannot be read as CSV ({exc})") from None
+    if not rows:
+        raise ValueError(f"--merge: no case in {len(paths)} part(s): {', '.join(paths)}")
     seen: set[str] = set()
     for row in rows:
         if row["case"] in seen:
@@ -413,10 +436,15 @@ def read_parts(paths: list[str]) -> list[dict]:
 
 
 def numeric(row: dict) -> dict:
-    """A CSV row with the fields `summary` computes on as numbers."""
-    out = {**row, "M": int(row["M"]), "N": int(row["N"])}
-    for key in ("fused_speedup", "ext_speedup", "ext_over_stock"):
-        out[key] = float(row[key]) if row.get(key) else math.nan
+    """A CSV row with the fields `summary` computes on as numbers (a ValueError naming the
+    case where one is not a number: a part cut short mid-row)."""
+    try:
+        out = {**row, "M": int(row["M"]), "N": int(row["N"])}
+        for key in ("fused_speedup", "ext_speedup", "ext_over_stock"):
+            out[key] = float(row[key]) if row.get(key) else math.nan
+    except (TypeError, ValueError):
+        raise ValueError(f"--merge: case {row.get('case')!r}: M, N or a speedup is not a "
+                         f"number (a part cut short?)") from None
     return out
 
 
@@ -462,7 +490,8 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="sweep_cost_model.py",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--csv", default="")
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
                                        "smoke"),
@@ -496,10 +525,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     if args.merge:
-        rows = read_parts(args.merge)
+        try:
+            rows = read_parts(args.merge)
+            numbers = [numeric(row) for row in rows]
+        except ValueError as exc:  # one line, no traceback
+            ap.exit(2, f"{ap.prog}: error: {exc}\n")
         if args.csv:
             write_csv(args.csv, rows)
-        print(summary([numeric(row) for row in rows]))
+        print(summary(numbers))
         return 0
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))

@@ -356,3 +356,32 @@ def test_merge_refuses_a_case_measured_in_two_parts(tmp_path):
     part.write_text("case,M,N\nrms 64x64 fp32 contiguous,64,64\n")
     with pytest.raises(ValueError, match="in more than one part"):
         sweep_cost_model.read_parts([str(part), str(part)])
+
+
+@pytest.mark.parametrize("parts, message", [
+    (["h100_out/cost_sweep_h100_part*.csv"],
+     "h100_out/cost_sweep_h100_part*.csv: no such file (a shell pattern that matched nothing?"),
+    (["empty.csv"], "empty.csv: not a sweep CSV (no column 'case', 'M', 'N'; first line: "
+                    "empty file)"),
+    (["header.csv"], "--merge: no case in 1 part(s): header.csv"),
+    (["header.csv", "cut.csv"], "--merge: case 'rms 64x64 fp32 contiguous': M, N or a "
+                                "speedup is not a number (a part cut short?)"),
+])
+def test_merge_without_parts_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, parts,
+                                                    message):
+    """`--merge` of a pattern that matched nothing (the README's command before the sweep
+    ran), of empty or header-only parts, or of a part cut short mid-row: one error line
+    naming the file or case, exit 2, no CSV written."""
+    import sweep_cost_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("case,M,N,fused_speedup\n")
+    (tmp_path / "cut.csv").write_text("case,M,N,fused_speedup\nrms 64x64 fp32 contiguous,64\n")
+    with pytest.raises(SystemExit) as stop:
+        sweep_cost_model.main(["--merge", *parts, "--csv", "merged.csv"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sweep_cost_model.py: error: --merge: "), err
+    assert message in err[0]
+    assert not (tmp_path / "merged.csv").exists()
