@@ -82,7 +82,13 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, Block, has_upstream_mix_order, require_cuda  # noqa: E402
+from common import (  # noqa: E402
+    DTYPES,
+    Block,
+    description,
+    has_upstream_mix_order,
+    require_cuda,
+)
 
 import inductor_ext  # noqa: E402
 from tests.support.launches import fused_launches  # noqa: E402
@@ -413,7 +419,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--backend", default=None, help="process group backend (default: nccl "
                     "on cuda, gloo on cpu)")

@@ -46,6 +46,7 @@ from common import (  # noqa: E402
     DTYPES,
     FLUSH_MODES,
     GraphTimer,
+    description,
     has_upstream_mix_order,
     interleaved_rounds,
     paired_ratio_range,
@@ -329,11 +330,18 @@ def check_device(script: str, device: str, smoke_args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
+                    help="cuda: training sizes, timed; cpu: tiny sizes in the Triton "
+                    "interpreter (TRITON_INTERPRET=1), gradients and counts only")
     ap.add_argument("--models", default=DEFAULT_MODELS,
                     help=f"comma-separated, of {', '.join(models.MODELS)}")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma-separated, in the order they run: stock (torch.compile as "
+                    "shipped, upstream mix-order at its default), upstream_off (upstream "
+                    "mix-order off), inductor_ext (our pass), stock_again (stock compiled "
+                    "again: an A/A control, its ratio to stock is the run's noise); "
+                    f"default {','.join(VARIANTS)}")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                     help="default: bf16 on cuda, fp32 on cpu")
     ap.add_argument("--size", default="", help="e.g. 'hidden=1024,layers=2' (models.Size)")
@@ -342,9 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=31,
                     help="timing rounds, variants in turns, one replay each (one replay "
                     "of a step varied by up to 5%% on the H100)")
-    ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
-    ap.add_argument("--csv", default="")
-    ap.add_argument("--plot", default="")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
+                    help="how the L2 is emptied before each replay (bench/README.md)")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="one row per model and variant, written after each model "
+                    "(columns: bench/README.md)")
+    ap.add_argument("--plot", default="", metavar="PNG",
+                    help="norms fused / declined per model, and step speed vs stock (GPU) "
+                    "or gradient error vs eager (CPU); needs matplotlib")
     args = ap.parse_args(argv)
     check_device("bench_models.py", args.device, "")
     unknown = set(args.models.split(",")) - set(models.MODELS)

@@ -28,6 +28,12 @@ COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_asce
 OURS = ("inductor_ext", "inductor_ext_ascend")
 
 
+def description(doc: str | None) -> str:
+    """An argparse description from a script's docstring: its whole first paragraph, as
+    one line (its first line alone is cut mid-sentence where the sentence wraps)."""
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+
+
 def write_rows(path: str, rows: Sequence[dict[str, Any]]) -> None:
     """Rows as a CSV (columns from the first row), creating the file's folder."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

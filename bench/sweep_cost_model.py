@@ -58,6 +58,7 @@ from common import (  # noqa: E402
     apply_setting,
     check,
     copy_tbps,
+    description,
     has_upstream_mix_order,
     interleaved_rounds,
     require_cuda,
@@ -491,7 +492,7 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="sweep_cost_model.py",
-                                 description=__doc__.split("\n")[0])
+                                 description=description(__doc__))
     ap.add_argument("--csv", default="")
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
                                        "smoke"),

@@ -424,3 +424,38 @@ def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
     help_ = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), "--help"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert help_.returncode == 0 and help_.stdout.startswith("usage: ")
+
+
+ARGV_SCRIPTS = ["bench_block", "bench_column_strip_floor", "bench_distributed", "bench_dit",
+                "bench_host_cost", "bench_launch_floor", "bench_models", "bench_norm_bwd",
+                "bench_workspace_floor", "fit_cost_model", "profile_model",
+                "sweep_cost_model"]
+
+
+@pytest.mark.parametrize("script", ARGV_SCRIPTS)
+def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
+    """--help's description is the docstring's whole first paragraph, not its first line
+    cut mid-sentence; bench_models.py and bench_dit.py say what every option takes
+    (--variants included)."""
+    import argparse
+    import importlib
+
+    module = importlib.import_module(script)
+    parsers = []
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def grab(self, *args, **kwargs):
+        parsers.append(self)
+        return parse_args(self, *args, **kwargs)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", grab)
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--help"])
+    assert stop.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    first = common.description(module.__doc__)
+    assert first and first[-1] in ".)" and first in out
+    if script in ("bench_models", "bench_dit"):
+        undocumented = [a.dest for a in parsers[-1]._actions if not a.help]
+        assert undocumented == []
+        assert "--variants" in out and "stock_again" in out
