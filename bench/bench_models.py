@@ -49,6 +49,7 @@ from common import (  # noqa: E402
     description,
     has_upstream_mix_order,
     interleaved_rounds,
+    not_measured_banner,
     paired_ratio_range,
 )
 
@@ -56,6 +57,7 @@ import inductor_ext  # noqa: E402
 from tests.support import models  # noqa: E402
 from tests.support.reference import max_rel_err  # noqa: E402
 
+PROG = "bench_models.py"
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 #: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
 CONTROL_VARIANTS = ("stock_again",)
@@ -237,7 +239,9 @@ def print_model(name: str, rows: list[dict[str, Any]]) -> None:
               + (f" (left out, zero in exact arithmetic: {r['zero_grads']})"
                  if r.get("zero_grads") else "")
               + f"  compile+first step {r['compile_s']} s"
-              f"{timing}", flush=True)
+              + (" (interpreter wall clock, not a measurement)" if r.get("device") == "cpu"
+                 else "")
+              + timing, flush=True)
 
 
 def norm_line(name: str, modules: Any, ours: dict[str, Any], stock: dict[str, Any]) -> str:
@@ -359,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="norms fused / declined per model, and step speed vs stock (GPU) "
                     "or gradient error vs eager (CPU); needs matplotlib")
     args = ap.parse_args(argv)
-    check_device("bench_models.py", args.device, "")
+    check_device(PROG, args.device, "")
     unknown = set(args.models.split(",")) - set(models.MODELS)
     bad_variants = set(args.variants.split(",")) - set(ALL_VARIANTS)
     if unknown or bad_variants:
@@ -374,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     timer = GraphTimer(args.flush) if args.device == "cuda" else None
     where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (Triton interpreter)"
     print(f"torch {torch.__version__} on {where}, {args.dtype}, {size}")
+    if args.device == "cpu":
+        print(not_measured_banner(PROG))
     rows: list[dict[str, Any]] = []
     for name in args.models.split(","):
         rows += bench_model(name, args, size, timer)

@@ -324,15 +324,32 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
         row["ext_over_stock"] = (row["stock_us"] / row["ext_us"]
                                  if row.get("ext_us") and "stock_us" in row else math.nan)
         rows.append(row)
-        print(f"{case.name:44s} stock {row.get('stock_us', math.nan):9.1f} off "
-              f"{row.get('upstream_off_us', math.nan):9.1f} fused "
-              f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
-              f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  "
-              f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}",
-              flush=True)
+        print(case_line(row, timed=timer is not None), flush=True)
         if out_csv:
             write_csv(out_csv, rows)
     return rows
+
+
+def case_line(row: dict, timed: bool) -> str:
+    """One case's printed line: each variant's time and the speedups (GPU); untimed (the
+    CPU interpreter, which measures nothing) whether each variant matched float64."""
+    model = f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}"
+    if not timed:
+        checks = "  ".join(f"{v} {'ok' if row.get(f'{v}_ok') else 'WRONG'}"
+                           for v in VARIANTS if f"{v}_ok" in row)
+        return f"{row['case']:44s} vs float64: {checks}  {model}  (not timed: CPU)"
+    return (f"{row['case']:44s} stock {row.get('stock_us', math.nan):9.1f} off "
+            f"{row.get('upstream_off_us', math.nan):9.1f} fused "
+            f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
+            f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  {model}")
+
+
+def untimed_summary(rows: list[dict]) -> str:
+    """The CPU run's verdict: correctness and the model's decisions, no speed."""
+    wrong = [f"{r['case']} {v}" for r in rows for v in VARIANTS if r.get(f"{v}_ok") is False]
+    return (f"{len(rows)} cases checked against float64 on CPU, not timed: "
+            f"{len(wrong)} wrong{f' ({wrong})' if wrong else ''}; model fuses in "
+            f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")
 
 
 def summary(rows: list[dict]) -> str:
@@ -595,13 +612,17 @@ def main(argv: list[str] | None = None) -> int:
     if timer is not None:
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy "
               f"{copy_tbps(timer):.3f} TB/s", flush=True)
+    else:
+        print(f"torch {torch.__version__} on CPU (Triton interpreter): each case checked, "
+              f"not timed; the CSV's *_s columns are the interpreter's wall clock, not "
+              f"measurements", flush=True)
     if out:
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     if args.aa:
         print(aa_summary(measure_aa(cases, timer, args.aa, out)))
         return 0
     rows = measure(cases, timer, table_dir, args.device, out, record_dir)
-    print(summary(rows))
+    print(summary(rows) if timer is not None else untimed_summary(rows))
     print(json.dumps({"cases": len(rows)}))
     return 0
 

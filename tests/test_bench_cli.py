@@ -1,5 +1,6 @@
 """The benchmark scripts' CPU-side logic: settings, shapes, bytes, timer options."""
 
+import math
 import os
 import pathlib
 import sys
@@ -459,3 +460,44 @@ def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
         undocumented = [a.dest for a in parsers[-1]._actions if not a.help]
         assert undocumented == []
         assert "--variants" in out and "stock_again" in out
+
+
+def test_cpu_runs_say_their_times_are_not_measurements(capsys):
+    """On CPU (the Triton interpreter) the timing scripts label every time they print as
+    the interpreter's wall clock and print no speedup of it; on a GPU the lines are as
+    before."""
+    import bench_distributed
+    import bench_models
+    import sweep_cost_model
+
+    banner = common.not_measured_banner("bench_models.py")
+    assert "NOT a measurement" in banner and banner.startswith("-" * 88)
+
+    row = {"model": "llama", "device": "cpu", "variant": "stock", "norm_modules": 2,
+           "max_grad_err_vs_eager": 1e-6, "compile_s": 3.2}
+    bench_models.print_model("llama", [row])
+    assert ("compile+first step 3.2 s (interpreter wall clock, not a measurement)"
+            in capsys.readouterr().out)
+    bench_models.print_model("llama", [{**row, "device": "cuda"}])
+    assert "not a measurement" not in capsys.readouterr().out
+
+    case = {"case": "rms 64x64 fp32 contiguous", "stock_ok": True, "upstream_off_ok": True,
+            "fused_ok": False, "ext_ok": True, "stock_us": math.nan, "fused_speedup": math.nan,
+            "ext_speedup": math.nan, "model_fuses": "True"}
+    line = sweep_cost_model.case_line(case, timed=False)
+    assert "stock ok" in line and "fused WRONG" in line and "(not timed: CPU)" in line
+    assert " x" not in line and "nan" not in line
+    assert sweep_cost_model.untimed_summary([case]) == (
+        "1 cases checked against float64 on CPU, not timed: 1 wrong "
+        "(['rms 64x64 fp32 contiguous fused']); model fuses in 1")
+
+    rows = [{"mode": "ddp", "checkpoint": "off", "rank": 0, "variant": v,
+             "norms_fused": "", "norm_modules": 5, "fused_kernels": "", "declined": "",
+             "declined_names": "", "max_grad_err_vs_off": "", "max_grad_err_vs_eager": "",
+             "step_ms": ms} for v, ms in (("on", "10.0"), ("off", "20.0"))]
+    bench_distributed.print_rows(rows, measured=False)
+    out = capsys.readouterr().out
+    assert "interp ms" in out and "step ms" not in out
+    assert "interpreter wall clock (not a measurement) on/off 0.500" in out
+    bench_distributed.print_rows(rows)
+    assert "rank 0: step time on/off 0.500" in capsys.readouterr().out
