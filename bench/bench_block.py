@@ -27,6 +27,7 @@ from common import (  # noqa: E402
     FLUSH_MODES,
     Block,
     GraphTimer,
+    description,
     has_upstream_mix_order,
     interleaved_us,
     require_cuda,
@@ -58,7 +59,7 @@ def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: Gr
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--sizes", default="4x2048x2048,2x2048x4096,8x1024x1024")
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--csv", default="")

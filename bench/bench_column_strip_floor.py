@@ -33,6 +33,7 @@ from common import (  # noqa: E402
     GraphTimer,
     check,
     copy_tbps,
+    description,
     has_upstream_mix_order,
     parse_shapes,
     require_cuda,
@@ -108,7 +109,7 @@ def sum_pair(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxN:dtype,... (sum pairs)")
     ap.add_argument("--csv", default="")
     args = ap.parse_args(argv)

@@ -79,6 +79,11 @@ def main() -> None:
         second = time.perf_counter() - t
     compile_s = first - second
     ours = hook_timer.seconds + codegen_timer.seconds
+    if args.device == "cpu":
+        print("CPU run in the Triton interpreter: the hook's and the fused codegen's times "
+              "are host time, as on a GPU; the steps, the compile total and so the share "
+              "are the interpreter's (no Triton compile, kernels run as Python), NOT a GPU "
+              "compile's measurement (bench/NOTES.md has the H100's)")
     print(f"first step {first:.2f} s, second {second:.2f} s -> compile ~{compile_s:.2f} s")
     print(f"hook {hook_timer.seconds * 1e3:.1f} ms + fused codegen "
           f"{codegen_timer.seconds * 1e3:.1f} ms = {ours * 1e3:.1f} ms "

@@ -82,7 +82,14 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, Block, has_upstream_mix_order, require_cuda  # noqa: E402
+from common import (  # noqa: E402
+    DTYPES,
+    Block,
+    description,
+    has_upstream_mix_order,
+    not_measured_banner,
+    require_cuda,
+)
 
 import inductor_ext  # noqa: E402
 from tests.support.launches import fused_launches  # noqa: E402
@@ -382,13 +389,14 @@ def device_name(device: torch.device) -> str:
     return "cpu (Triton interpreter)"
 
 
-def print_rows(rows: list[dict[str, Any]]) -> None:
+def print_rows(rows: list[dict[str, Any]], measured: bool = True) -> None:
     """The table (rank 0): norms fused per step out of the model's norm modules (launches
     of inductor_ext's kernels for `on`, of upstream's for `stock`), kernels compiled,
-    declines, gradient errors and step times; then on/off and on/stock per rank."""
+    declines, gradient errors and step times; then on/off and on/stock per rank. Not
+    `measured` (CPU, the Triton interpreter): the times' column and ratios say so."""
     print(f"{'mode':6s} {'ckpt':4s} {'rank':>4s} {'variant':7s} {'norms fused':>11s} "
           f"{'kernels':>7s} {'declined':24s} {'err vs off':>10s} {'err vs eager':>12s} "
-          f"{'step ms':>9s}")
+          f"{'step ms' if measured else 'interp ms':>9s}")
     for r in rows:
         fused = (f"{r['norms_fused']}/{r['norm_modules']}" if r["norms_fused"] != ""
                  else "")
@@ -408,12 +416,13 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         ratios = [f"on/{v} {float(r['step_ms']) / float(same[v]):.3f}"
                   for v in ("off", "stock") if same.get(v)]
         if ratios:
-            print(f"{r['mode']} checkpoint {r['checkpoint']} rank {r['rank']}: step time "
-                  + ", ".join(ratios))
+            print(f"{r['mode']} checkpoint {r['checkpoint']} rank {r['rank']}: "
+                  + ("step time " if measured else "interpreter wall clock (not a "
+                     "measurement) ") + ", ".join(ratios))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--backend", default=None, help="process group backend (default: nccl "
                     "on cuda, gloo on cpu)")
@@ -518,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {v:6s} {VARIANT_MEANING[v]}")
         print("  NCCL/NVSHMEM multicast off: " +
               " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items()), flush=True)
+        if args.device == "cpu":
+            print(not_measured_banner("bench_distributed.py"), flush=True)
     table_root = args.keep_tables or tempfile.mkdtemp(prefix="bench_distributed_")
     rows: list[dict[str, Any]] = []
     interpret = contextlib.nullcontext()
@@ -536,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         rows = sorted((r for part in gathered for r in part),
                       key=lambda r: (args.modes.index(r["mode"]), r["checkpoint"], r["rank"]))
-        print_rows(rows)
+        print_rows(rows, measured=args.device == "cuda")
         if args.csv:
             os.makedirs(os.path.dirname(args.csv) or ".", exist_ok=True)
             with open(args.csv, "w", newline="") as f:

@@ -19,6 +19,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_models  # noqa: E402
+from common import description  # noqa: E402
 
 #: B in 2..8, T in 1024..4096, N from DiT-XL's 1152 to 3072.
 DEFAULT_SIZES = ("2x1024x1152,4x1024x1152,8x1024x1152,2x4096x1152,4x2048x2048,"
@@ -45,17 +46,26 @@ def size_spec(B: int, T: int, N: int, layers: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    ap.add_argument("--sizes", default=DEFAULT_SIZES)
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--variants", default=",".join(bench_models.VARIANTS))
-    ap.add_argument("--dtype", default=None)
+    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
+                    help="bench_models.py --device (cpu: TRITON_INTERPRET=1, no times)")
+    ap.add_argument("--sizes", default=DEFAULT_SIZES,
+                    help="comma-separated BxTxN (batch x tokens x width; N a multiple of "
+                    "16)")
+    ap.add_argument("--layers", type=int, default=1, help="DiT blocks per model")
+    ap.add_argument("--variants", default=",".join(bench_models.VARIANTS),
+                    help="bench_models.py --variants: of "
+                    f"{', '.join(bench_models.ALL_VARIANTS)}")
+    ap.add_argument("--dtype", default=None,
+                    help="bench_models.py --dtype (default: bf16 on cuda, fp32 on cpu)")
     ap.add_argument("--rounds", type=int, default=31, help="bench_models.py --rounds")
-    ap.add_argument("--csv", default="")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="the rows of every size, the size in the model column")
     args = ap.parse_args(argv)
+    bench_models.check_device("bench_dit.py", args.device, " --sizes 2x12x32")
+    sizes = parse_sizes(args.sizes)
     rows: list[dict[str, Any]] = []
-    for B, T, N in parse_sizes(args.sizes):
+    for B, T, N in sizes:
         part = f"{args.csv}.part" if args.csv else ""
         forwarded = ["--device", args.device, "--models", "dit", "--variants", args.variants,
                      "--size", size_spec(B, T, N, args.layers), "--rounds", str(args.rounds)]

@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import require_cuda, warmed_backward  # noqa: E402
+from common import description, require_cuda, warmed_backward  # noqa: E402
 from sweep_cost_model import Case, problem, variant_options  # noqa: E402
 
 import inductor_ext  # noqa: E402
@@ -70,7 +70,7 @@ def batch_us(step, calls: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--calls", type=int, default=1000, help="calls per variant and case")
     ap.add_argument("--rounds", type=int, default=10,
                     help="the calls are split into this many batches, variants in turns; "

@@ -20,7 +20,13 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import FLUSH_MODES, GraphTimer, print_breakdown, require_cuda  # noqa: E402
+from common import (  # noqa: E402
+    FLUSH_MODES,
+    GraphTimer,
+    description,
+    print_breakdown,
+    require_cuda,
+)
 
 
 @triton.jit
@@ -44,7 +50,7 @@ def _fold(ws, out, N: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--shape", default="4096x4096", help="MxN of the bf16 add")
     ap.add_argument("--programs", type=int, default=128, help="workspace rows to fold")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")

@@ -46,16 +46,18 @@ from common import (  # noqa: E402
     DTYPES,
     FLUSH_MODES,
     GraphTimer,
+    description,
     has_upstream_mix_order,
     interleaved_rounds,
+    not_measured_banner,
     paired_ratio_range,
-    require_cuda,
 )
 
 import inductor_ext  # noqa: E402
 from tests.support import models  # noqa: E402
 from tests.support.reference import max_rel_err  # noqa: E402
 
+PROG = "bench_models.py"
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 #: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
 CONTROL_VARIANTS = ("stock_again",)
@@ -237,7 +239,9 @@ def print_model(name: str, rows: list[dict[str, Any]]) -> None:
               + (f" (left out, zero in exact arithmetic: {r['zero_grads']})"
                  if r.get("zero_grads") else "")
               + f"  compile+first step {r['compile_s']} s"
-              f"{timing}", flush=True)
+              + (" (interpreter wall clock, not a measurement)" if r.get("device") == "cpu"
+                 else "")
+              + timing, flush=True)
 
 
 def norm_line(name: str, modules: Any, ours: dict[str, Any], stock: dict[str, Any]) -> str:
@@ -312,12 +316,36 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def check_device(script: str, device: str, smoke_args: str) -> None:
+    """Stop with one line, naming `script` (the command the user ran), where `device`
+    cannot run: no CUDA for ``cuda`` (with the CPU smoke run's command, `smoke_args` its
+    extra arguments), no Triton interpreter for ``cpu``."""
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"{script} --device cuda needs a CUDA device "
+                             f"(torch.cuda.is_available() is False); the CPU smoke run: "
+                             f"TRITON_INTERPRET=1 python bench/{script} --device cpu"
+                             f"{smoke_args}")
+        return
+    from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
+
+    if not interpreter_active():
+        raise SystemExit(INTERPRETER_HINT)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
+                    help="cuda: training sizes, timed; cpu: tiny sizes in the Triton "
+                    "interpreter (TRITON_INTERPRET=1), gradients and counts only")
     ap.add_argument("--models", default=DEFAULT_MODELS,
                     help=f"comma-separated, of {', '.join(models.MODELS)}")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="comma-separated, in the order they run: stock (torch.compile as "
+                    "shipped, upstream mix-order at its default), upstream_off (upstream "
+                    "mix-order off), inductor_ext (our pass), stock_again (stock compiled "
+                    "again: an A/A control, its ratio to stock is the run's noise); "
+                    f"default {','.join(VARIANTS)}")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
                     help="default: bf16 on cuda, fp32 on cpu")
     ap.add_argument("--size", default="", help="e.g. 'hidden=1024,layers=2' (models.Size)")
@@ -326,17 +354,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=31,
                     help="timing rounds, variants in turns, one replay each (one replay "
                     "of a step varied by up to 5%% on the H100)")
-    ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
-    ap.add_argument("--csv", default="")
-    ap.add_argument("--plot", default="")
+    ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
+                    help="how the L2 is emptied before each replay (bench/README.md)")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="one row per model and variant, written after each model "
+                    "(columns: bench/README.md)")
+    ap.add_argument("--plot", default="", metavar="PNG",
+                    help="norms fused / declined per model, and step speed vs stock (GPU) "
+                    "or gradient error vs eager (CPU); needs matplotlib")
     args = ap.parse_args(argv)
-    if args.device == "cuda":
-        require_cuda("bench_models.py --device cuda")
-    else:
-        from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
-
-        if not interpreter_active():
-            raise SystemExit(INTERPRETER_HINT)
+    check_device(PROG, args.device, "")
     unknown = set(args.models.split(",")) - set(models.MODELS)
     bad_variants = set(args.variants.split(",")) - set(ALL_VARIANTS)
     if unknown or bad_variants:
@@ -351,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     timer = GraphTimer(args.flush) if args.device == "cuda" else None
     where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (Triton interpreter)"
     print(f"torch {torch.__version__} on {where}, {args.dtype}, {size}")
+    if args.device == "cpu":
+        print(not_measured_banner(PROG))
     rows: list[dict[str, Any]] = []
     for name in args.models.split(","):
         rows += bench_model(name, args, size, timer)

@@ -38,6 +38,7 @@ from common import (  # noqa: E402
     check,
     compile_options,
     copy_tbps,
+    description,
     has_liger,
     has_upstream_mix_order,
     liger_forward,
@@ -229,7 +230,7 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--shapes", default=BASELINE_SHAPES, help="MxN:dtype,...")
     ap.add_argument("--ops", default="rms,ln")
     ap.add_argument("--variants", default=ALL_VARIANTS)

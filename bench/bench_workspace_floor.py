@@ -29,6 +29,7 @@ from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,
     copy_tbps,
+    description,
     min_bytes,
     require_cuda,
 )
@@ -169,7 +170,7 @@ def time_config(timer: GraphTimer, p: Problem, programs: int, rows: int, warps: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--shape", default="4096x4096", help="MxN of the bf16 LayerNorm")
     ap.add_argument("--configs", default="256x1x8,128x2x16",
                     help="PROGRAMSxROWSxWARPS launches to try, comma-separated")

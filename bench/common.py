@@ -28,6 +28,25 @@ COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_asce
 OURS = ("inductor_ext", "inductor_ext_ascend")
 
 
+def description(doc: str | None) -> str:
+    """An argparse description from a script's docstring: its whole first paragraph, as
+    one line (its first line alone is cut mid-sentence where the sentence wraps)."""
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+
+
+#: What a timing script run on CPU prints before anything else: the Triton interpreter
+#: runs each kernel as Python, so its times measure the interpreter, not the kernels.
+NOT_MEASURED = ("CPU run in the Triton interpreter: every time below (and any ratio of "
+                "two) is the interpreter's wall clock, NOT a measurement of the kernels; "
+                "compare none of them. Fusion counts and gradient errors hold as on a GPU.")
+
+
+def not_measured_banner(script: str) -> str:
+    """The CPU banner of `script`, set off by rules so that it is not read past."""
+    rule = "-" * 88
+    return f"{rule}\n{script}: {NOT_MEASURED}\n{rule}"
+
+
 def write_rows(path: str, rows: Sequence[dict[str, Any]]) -> None:
     """Rows as a CSV (columns from the first row), creating the file's folder."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

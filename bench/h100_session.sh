@@ -12,19 +12,35 @@
 #
 # Liger: pip-installed if its wheel is in .whl/ (the GPU machine has no network).
 set -euo pipefail
-stage=${1:?"stage: models | kernels | heldout | diagnose | host | sweep K/P"}
-case $stage in
-  models|kernels|heldout|diagnose|host|sweep) ;;
-  *) echo "h100_session.sh: unknown stage '$stage' (models | kernels | heldout | diagnose |" \
-       "host | sweep K/P)" >&2
-     exit 2 ;;
+usage() {
+  cat <<'EOF'
+usage: bash bench/h100_session.sh STAGE [ARG]   (PYTHON=.venv/bin/python, OUT=./h100_out)
+  models [M,M]   bench_models.py: 7 models (or those named), declines logged
+  kernels        bench_norm_bwd.py (16 cases, with Liger) + bench_dit.py
+  heldout        sweep_cost_model.py --grid heldout, strided, twins
+  diagnose       profile_model.py: Qwen3's and T5's kernels, profiled in turns
+  host           bench_host_cost.py: host time per backward call, no CUDA graphs
+  sweep K/P      part K of P of the full calibration sweep (e.g. sweep 0/4)
+Results and logs go to $OUT, created only once the stage and a CUDA device are checked.
+EOF
+}
+# Everything is checked before $OUT is created: a wrong call leaves nothing behind.
+fail() { echo "h100_session.sh: $1" >&2; usage >&2; exit 2; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  "") fail "no stage given" ;;
+  models|kernels|heldout|diagnose|host) ;;
+  sweep) [[ ${2:-} =~ ^[0-9]+/[1-9][0-9]*$ ]] && (( 10#${2%/*} < 10#${2#*/} )) \
+           || fail "sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '${2:-}')" ;;
+  *) fail "unknown stage '$1'" ;;
 esac
-OUT=${OUT:-$PWD/h100_out}
-mkdir -p "$OUT"
+stage=$1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 PY=${PYTHON:-python}
 $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else \
 'h100_session.sh: no CUDA device here; these stages measure on a GPU')"
+OUT=${OUT:-$PWD/h100_out}
+mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" > /dev/null; then
   $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$PYTHONPATH
@@ -77,7 +93,7 @@ case $stage in
     $PY bench/bench_host_cost.py --profile "$OUT/host_profile" 2>&1 | log host
     ;;
   sweep)
-    part=${2:?"sweep needs K/P, e.g. 0/3"}
+    part=$2
     $PY bench/sweep_cost_model.py --part "$part" --warm 8 \
       --csv "$OUT/cost_sweep_h100_part${part%/*}.csv" 2>&1 | log sweep
     ;;

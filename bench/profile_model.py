@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_models  # noqa: E402
 from common import (  # noqa: E402
     GraphTimer,
+    description,
     profiled_replay,
     require_cuda,
     rotated_turns,
@@ -72,7 +73,7 @@ def kernel_times_in_turns(graphs: dict[str, torch.cuda.CUDAGraph], timer: GraphT
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--model", default="bert", choices=models.MODELS)
     ap.add_argument("--variants", default="stock,inductor_ext")
     ap.add_argument("--size", default="", help="e.g. 'layers=2' (over bench_models' size)")

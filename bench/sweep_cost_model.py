@@ -58,6 +58,7 @@ from common import (  # noqa: E402
     apply_setting,
     check,
     copy_tbps,
+    description,
     has_upstream_mix_order,
     interleaved_rounds,
     require_cuda,
@@ -323,15 +324,32 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
         row["ext_over_stock"] = (row["stock_us"] / row["ext_us"]
                                  if row.get("ext_us") and "stock_us" in row else math.nan)
         rows.append(row)
-        print(f"{case.name:44s} stock {row.get('stock_us', math.nan):9.1f} off "
-              f"{row.get('upstream_off_us', math.nan):9.1f} fused "
-              f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
-              f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  "
-              f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}",
-              flush=True)
+        print(case_line(row, timed=timer is not None), flush=True)
         if out_csv:
             write_csv(out_csv, rows)
     return rows
+
+
+def case_line(row: dict, timed: bool) -> str:
+    """One case's printed line: each variant's time and the speedups (GPU); untimed (the
+    CPU interpreter, which measures nothing) whether each variant matched float64."""
+    model = f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}"
+    if not timed:
+        checks = "  ".join(f"{v} {'ok' if row.get(f'{v}_ok') else 'WRONG'}"
+                           for v in VARIANTS if f"{v}_ok" in row)
+        return f"{row['case']:44s} vs float64: {checks}  {model}  (not timed: CPU)"
+    return (f"{row['case']:44s} stock {row.get('stock_us', math.nan):9.1f} off "
+            f"{row.get('upstream_off_us', math.nan):9.1f} fused "
+            f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
+            f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  {model}")
+
+
+def untimed_summary(rows: list[dict]) -> str:
+    """The CPU run's verdict: correctness and the model's decisions, no speed."""
+    wrong = [f"{r['case']} {v}" for r in rows for v in VARIANTS if r.get(f"{v}_ok") is False]
+    return (f"{len(rows)} cases checked against float64 on CPU, not timed: "
+            f"{len(wrong)} wrong{f' ({wrong})' if wrong else ''}; model fuses in "
+            f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")
 
 
 def summary(rows: list[dict]) -> str:
@@ -397,13 +415,36 @@ def aa_summary(rows: list[dict]) -> str:
             f"differs by up to {band:.1%} ({worst[2]}, {worst[1]}: x{worst[0]:.3f})")
 
 
+#: The columns `--merge` needs of every part (its summary computes on them).
+PART_COLUMNS = ("case", "M", "N")
+
+
 def read_parts(paths: list[str]) -> list[dict]:
     """The rows of one sweep's part CSVs (`--part K/P` runs, `h100_session.sh sweep K/P`),
-    in order, as written; a case in two parts is an error (two runs, not one)."""
+    in order, as written. A ValueError, naming the file, for what is not one sweep: no
+    part given, a file that is missing or not a sweep CSV, parts without a single case,
+    a case in two parts (two runs, not one)."""
+    if not paths:
+        raise ValueError("--merge: no part CSVs given")
     rows: list[dict] = []
     for path in paths:
-        with open(path, newline="") as f:
-            rows += list(csv.DictReader(f))
+        try:
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                missing = [c for c in PART_COLUMNS if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise ValueError(f"--merge: {path}: not a sweep CSV (no column "
+                                     f"{', '.join(map(repr, missing))}; first line: "
+                                     f"{','.join(reader.fieldnames or [])[:60] or 'empty file'})")
+                rows += list(reader)
+        except FileNotFoundError:
+            hint = (" (a shell pattern that matched nothing? `h100_session.sh sweep K/P` "
+                    "writes $OUT/cost_sweep_h100_partK.csv)" if "*" in path else "")
+            raise ValueError(f"--merge: {path}: no such file{hint}") from None
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ValueError(f"--merge: {path}: cannot be read as CSV ({exc})") from None
+    if not rows:
+        raise ValueError(f"--merge: no case in {len(paths)} part(s): {', '.join(paths)}")
     seen: set[str] = set()
     for row in rows:
         if row["case"] in seen:
@@ -413,10 +454,15 @@ def read_parts(paths: list[str]) -> list[dict]:
 
 
 def numeric(row: dict) -> dict:
-    """A CSV row with the fields `summary` computes on as numbers."""
-    out = {**row, "M": int(row["M"]), "N": int(row["N"])}
-    for key in ("fused_speedup", "ext_speedup", "ext_over_stock"):
-        out[key] = float(row[key]) if row.get(key) else math.nan
+    """A CSV row with the fields `summary` computes on as numbers (a ValueError naming the
+    case where one is not a number: a part cut short mid-row)."""
+    try:
+        out = {**row, "M": int(row["M"]), "N": int(row["N"])}
+        for key in ("fused_speedup", "ext_speedup", "ext_over_stock"):
+            out[key] = float(row[key]) if row.get(key) else math.nan
+    except (TypeError, ValueError):
+        raise ValueError(f"--merge: case {row.get('case')!r}: M, N or a speedup is not a "
+                         f"number (a part cut short?)") from None
     return out
 
 
@@ -462,7 +508,8 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="sweep_cost_model.py",
+                                 description=description(__doc__))
     ap.add_argument("--csv", default="")
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
                                        "smoke"),
@@ -496,10 +543,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     if args.merge:
-        rows = read_parts(args.merge)
+        try:
+            rows = read_parts(args.merge)
+            numbers = [numeric(row) for row in rows]
+        except ValueError as exc:  # one line, no traceback
+            ap.exit(2, f"{ap.prog}: error: {exc}\n")
         if args.csv:
             write_csv(args.csv, rows)
-        print(summary([numeric(row) for row in rows]))
+        print(summary(numbers))
         return 0
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
@@ -561,13 +612,17 @@ def main(argv: list[str] | None = None) -> int:
     if timer is not None:
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy "
               f"{copy_tbps(timer):.3f} TB/s", flush=True)
+    else:
+        print(f"torch {torch.__version__} on CPU (Triton interpreter): each case checked, "
+              f"not timed; the CSV's *_s columns are the interpreter's wall clock, not "
+              f"measurements", flush=True)
     if out:
         pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
     if args.aa:
         print(aa_summary(measure_aa(cases, timer, args.aa, out)))
         return 0
     rows = measure(cases, timer, table_dir, args.device, out, record_dir)
-    print(summary(rows))
+    print(summary(rows) if timer is not None else untimed_summary(rows))
     print(json.dumps({"cases": len(rows)}))
     return 0
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from . import coverage, reasons
@@ -21,24 +23,75 @@ from .metrics import BENCH_TABLE, FUSION_TABLE, REJECT_TABLE, TABLE_COLUMNS
 
 
 class ReportError(ValueError):
-    """A file given to the report that it cannot read as one of our tables."""
+    """A file the report cannot read as one of our tables, or a chart it cannot write."""
+
+
+def unique_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`paths` with each file once (the same file under two names, or a shell pattern that
+    overlaps a name, would count its kernels twice), and a note per file left out."""
+    seen: dict[object, str] = {}
+    kept: list[str] = []
+    notes: list[str] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            key: object = (st.st_dev, st.st_ino)
+        except OSError:  # missing or unreadable: read_tables says so
+            key = os.path.realpath(path)
+        if key in seen:
+            same = "" if seen[key] == path else f" (as {seen[key]})"
+            notes.append(f"{path}: given twice{same}; read once, so its rows count once")
+            continue
+        seen[key] = path
+        kept.append(path)
+    return kept, notes
+
+
+def _rows(path: str, lines: Iterable[str], header: tuple[str, ...]) -> list[dict[str, str]]:
+    """The rows after `header`; a ReportError naming the file and line for a row that is
+    not whole: a file cut short (a process killed while writing, a disk full) ends mid-row,
+    with fewer fields, inside a quoted field or without its end of line."""
+    reader = csv.reader(lines, strict=True)
+    rows: list[dict[str, str]] = []
+    line = 1  # the header's; the reader counts the lines after it
+    while True:
+        start = line + 1
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise ReportError(f"{path}, line {start}: {exc} (a truncated file?)") from None
+        if row is None:
+            return rows
+        line = 1 + reader.line_num
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ReportError(f"{path}, line {start}: {len(row)} fields where the header has "
+                              f"{len(header)} (a truncated file?)")
+        rows.append(dict(zip(header, row)))
 
 
 def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:
-    """Rows of each known table found in `paths`, keyed by table name."""
+    """Rows of each known table found in `paths` (each file read once), keyed by table
+    name."""
     by_header = {tuple(["model_name", *cols]): name for name, cols in TABLE_COLUMNS.items()}
     tables: dict[str, list[dict[str, str]]] = collections.defaultdict(list)
-    for path in paths:
+    for path in unique_paths(paths)[0]:
         try:
             with open(path, newline="") as f:
-                reader = csv.reader(f)
-                header = tuple(next(reader, []))
-                name = by_header.get(header)
-                if name is None:
-                    shown = ",".join(header)[:80] or "empty file"
-                    raise ReportError(f"{path}: not an inductor_ext metric table "
-                                      f"(first line: {shown})")
-                tables[name].extend(dict(zip(header, row)) for row in reader if row)
+                text = f.read()
+            lines = io.StringIO(text)
+            header = tuple(next(csv.reader(lines), []))
+            name = by_header.get(header)
+            if name is None:
+                shown = ",".join(header)[:80] or "empty file"
+                raise ReportError(f"{path}: not an inductor_ext metric table "
+                                  f"(first line: {shown})")
+            if not text.endswith("\n"):  # Inductor ends every row it writes with one
+                last = text.count("\n") + 1
+                raise ReportError(f"{path}, line {last}: the file ends mid-row, without an "
+                                  f"end of line (a truncated file?)")
+            tables[name].extend(_rows(path, lines, header))
         except FileNotFoundError:
             hint = (" (a shell pattern that matched nothing? tables are written only when "
                     "TORCHINDUCTOR_ENABLED_METRIC_TABLES names them)" if "*" in path else "")
@@ -146,11 +199,18 @@ def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
 
 
 def plot(tables: dict[str, list[dict[str, str]]], path: str) -> None:
+    """Write the chart to `path`, creating its folder; a ReportError naming `path` where
+    it cannot be written (no permission, a format matplotlib does not know)."""
     import matplotlib.pyplot as plt
 
     fig = figure(tables)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"--plot {path}: cannot write the chart ({exc})") from None
+    finally:
+        plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,14 +226,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not args.files:
         ap.error("the following arguments are required: files")
+    files, notes = unique_paths(args.files)
+    for note in notes:
+        print(f"{ap.prog}: note: {note}", file=sys.stderr)
     try:
-        tables = read_tables(args.files)
+        tables = read_tables(files)
     except ReportError as exc:
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
         return 2
     summarize(tables, sys.stdout)
     if args.plot:
-        plot(tables, args.plot)
+        try:
+            plot(tables, args.plot)
+        except ReportError as exc:
+            print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+            return 2
         print(f"\nchart written to {args.plot}")
     return 0
 

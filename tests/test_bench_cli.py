@@ -1,5 +1,6 @@
 """The benchmark scripts' CPU-side logic: settings, shapes, bytes, timer options."""
 
+import math
 import os
 import pathlib
 import sys
@@ -94,7 +95,26 @@ def test_bench_models_without_cuda_says_so(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         bench_models.main(["--device", "cuda"])
     assert exc.value.code == ("bench_models.py --device cuda needs a CUDA device "
-                              "(torch.cuda.is_available() is False)")
+                              "(torch.cuda.is_available() is False); the CPU smoke run: "
+                              "TRITON_INTERPRET=1 python bench/bench_models.py --device cpu")
+
+
+def test_bench_dit_without_cuda_names_itself(monkeypatch):
+    """bench_dit.py runs bench_models.py per size; without --device (cuda, the default) and
+    without CUDA its one line names bench_dit.py and its own CPU smoke run, not
+    bench_models, and stops before any size runs."""
+    import bench_dit
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ran = []
+    monkeypatch.setattr(bench_dit.bench_models, "main", ran.append)
+    with pytest.raises(SystemExit) as exc:
+        bench_dit.main([])
+    assert exc.value.code == ("bench_dit.py --device cuda needs a CUDA device "
+                              "(torch.cuda.is_available() is False); the CPU smoke run: "
+                              "TRITON_INTERPRET=1 python bench/bench_dit.py --device cpu "
+                              "--sizes 2x12x32")
+    assert "bench_models" not in exc.value.code and not ran
 
 
 def test_bench_models_size_and_names():
@@ -337,3 +357,147 @@ def test_merge_refuses_a_case_measured_in_two_parts(tmp_path):
     part.write_text("case,M,N\nrms 64x64 fp32 contiguous,64,64\n")
     with pytest.raises(ValueError, match="in more than one part"):
         sweep_cost_model.read_parts([str(part), str(part)])
+
+
+@pytest.mark.parametrize("parts, message", [
+    (["h100_out/cost_sweep_h100_part*.csv"],
+     "h100_out/cost_sweep_h100_part*.csv: no such file (a shell pattern that matched nothing?"),
+    (["empty.csv"], "empty.csv: not a sweep CSV (no column 'case', 'M', 'N'; first line: "
+                    "empty file)"),
+    (["header.csv"], "--merge: no case in 1 part(s): header.csv"),
+    (["header.csv", "cut.csv"], "--merge: case 'rms 64x64 fp32 contiguous': M, N or a "
+                                "speedup is not a number (a part cut short?)"),
+])
+def test_merge_without_parts_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, parts,
+                                                    message):
+    """`--merge` of a pattern that matched nothing (the README's command before the sweep
+    ran), of empty or header-only parts, or of a part cut short mid-row: one error line
+    naming the file or case, exit 2, no CSV written."""
+    import sweep_cost_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "header.csv").write_text("case,M,N,fused_speedup\n")
+    (tmp_path / "cut.csv").write_text("case,M,N,fused_speedup\nrms 64x64 fp32 contiguous,64\n")
+    with pytest.raises(SystemExit) as stop:
+        sweep_cost_model.main(["--merge", *parts, "--csv", "merged.csv"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sweep_cost_model.py: error: --merge: "), err
+    assert message in err[0]
+    assert not (tmp_path / "merged.csv").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "h100_session.sh: no stage given"),
+    (["bogus"], "h100_session.sh: unknown stage 'bogus'"),
+    (["sweep"], "h100_session.sh: sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '')"),
+    (["sweep", "4/4"], "sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '4/4')"),
+])
+def test_h100_session_without_a_stage_prints_usage_and_creates_nothing(tmp_path, args,
+                                                                       message):
+    """A call without a stage (or a wrong one, or sweep without K/P): what is wrong, the
+    usage, exit 2; no python run (PYTHON is `false`) and no $OUT folder."""
+    import subprocess
+
+    env = {**os.environ, "PYTHON": "false"}
+    env.pop("OUT", None)
+    res = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), *args], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr
+    err = res.stderr.splitlines()
+    assert message in err[0] and err[1].startswith("usage: bash bench/h100_session.sh STAGE")
+    assert "sweep K/P" in res.stderr and "line " not in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
+    import subprocess
+
+    env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("OUT", None)
+    res = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), "host"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert res.stderr.strip() == ("h100_session.sh: no CUDA device here; these stages "
+                                  "measure on a GPU")
+    assert list(tmp_path.iterdir()) == []
+    help_ = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), "--help"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert help_.returncode == 0 and help_.stdout.startswith("usage: ")
+
+
+ARGV_SCRIPTS = ["bench_block", "bench_column_strip_floor", "bench_distributed", "bench_dit",
+                "bench_host_cost", "bench_launch_floor", "bench_models", "bench_norm_bwd",
+                "bench_workspace_floor", "fit_cost_model", "profile_model",
+                "sweep_cost_model"]
+
+
+@pytest.mark.parametrize("script", ARGV_SCRIPTS)
+def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
+    """--help's description is the docstring's whole first paragraph, not its first line
+    cut mid-sentence; bench_models.py and bench_dit.py say what every option takes
+    (--variants included)."""
+    import argparse
+    import importlib
+
+    module = importlib.import_module(script)
+    parsers = []
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def grab(self, *args, **kwargs):
+        parsers.append(self)
+        return parse_args(self, *args, **kwargs)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", grab)
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--help"])
+    assert stop.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    first = common.description(module.__doc__)
+    assert first and first[-1] in ".)" and first in out
+    if script in ("bench_models", "bench_dit"):
+        undocumented = [a.dest for a in parsers[-1]._actions if not a.help]
+        assert undocumented == []
+        assert "--variants" in out and "stock_again" in out
+
+
+def test_cpu_runs_say_their_times_are_not_measurements(capsys):
+    """On CPU (the Triton interpreter) the timing scripts label every time they print as
+    the interpreter's wall clock and print no speedup of it; on a GPU the lines are as
+    before."""
+    import bench_distributed
+    import bench_models
+    import sweep_cost_model
+
+    banner = common.not_measured_banner("bench_models.py")
+    assert "NOT a measurement" in banner and banner.startswith("-" * 88)
+
+    row = {"model": "llama", "device": "cpu", "variant": "stock", "norm_modules": 2,
+           "max_grad_err_vs_eager": 1e-6, "compile_s": 3.2}
+    bench_models.print_model("llama", [row])
+    assert ("compile+first step 3.2 s (interpreter wall clock, not a measurement)"
+            in capsys.readouterr().out)
+    bench_models.print_model("llama", [{**row, "device": "cuda"}])
+    assert "not a measurement" not in capsys.readouterr().out
+
+    case = {"case": "rms 64x64 fp32 contiguous", "stock_ok": True, "upstream_off_ok": True,
+            "fused_ok": False, "ext_ok": True, "stock_us": math.nan, "fused_speedup": math.nan,
+            "ext_speedup": math.nan, "model_fuses": "True"}
+    line = sweep_cost_model.case_line(case, timed=False)
+    assert "stock ok" in line and "fused WRONG" in line and "(not timed: CPU)" in line
+    assert " x" not in line and "nan" not in line
+    assert sweep_cost_model.untimed_summary([case]) == (
+        "1 cases checked against float64 on CPU, not timed: 1 wrong "
+        "(['rms 64x64 fp32 contiguous fused']); model fuses in 1")
+
+    rows = [{"mode": "ddp", "checkpoint": "off", "rank": 0, "variant": v,
+             "norms_fused": "", "norm_modules": 5, "fused_kernels": "", "declined": "",
+             "declined_names": "", "max_grad_err_vs_off": "", "max_grad_err_vs_eager": "",
+             "step_ms": ms} for v, ms in (("on", "10.0"), ("off", "20.0"))]
+    bench_distributed.print_rows(rows, measured=False)
+    out = capsys.readouterr().out
+    assert "interp ms" in out and "step ms" not in out
+    assert "interpreter wall clock (not a measurement) on/off 0.500" in out
+    bench_distributed.print_rows(rows)
+    assert "rank 0: step time on/off 0.500" in capsys.readouterr().out

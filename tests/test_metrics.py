@@ -272,3 +272,71 @@ def test_chart_labels_are_whole_words_distinct_and_counts_integral():
     counts = fig.axes[1].get_xticks()
     assert all(float(t).is_integer() for t in counts)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == labels
+
+
+def _table_file(path, rows: int = 2) -> str:
+    """A fusion table as Inductor writes it: the header, `rows` whole rows, each ending in
+    a newline."""
+    cols = TABLE_COLUMNS[inductor_ext.metrics.FUSION_TABLE]
+    lines = [",".join(["model_name", *cols])]
+    for i in range(rows):
+        row = {**{c: "" for c in cols}, **_fusion_row(i, f"triton_per_fused_{i}", "0/0"),
+               "model_detail": '"fused 3.2 us, vs unfused 8.0 us"'}
+        lines.append(",".join(["", *(row[c] for c in cols)]))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("cut, line", [
+    # the last row cut to 3 fields
+    (lambda text: text[:text.rindex("\n", 0, -1) + 8] + "\n", 3),
+    # a cut row, then the whole table again (a run appended to a file cut short)
+    (lambda text: text[:text.index("\n", text.index("\n") + 1) + 8] + "\n" + text, 3),
+    # cut inside a quoted field
+    (lambda text: text[:text.rindex('"fused')] + '"fused 3.2\n', 3),
+    # cut in the last field: no end of line
+    (lambda text: text[:-1], 3),
+])
+def test_report_on_a_truncated_table_names_the_file_and_line(tmp_path, capsys, cut, line):
+    """A table cut short (a process killed while writing it): one error line naming the
+    file and the line, exit 2, no traceback and no summary."""
+    path = tmp_path / "metric_table_mix_order_fusion.csv"
+    _table_file(path)
+    path.write_text(cut(path.read_text()))
+    assert report.main([str(path)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"python -m inductor_ext.report: error: {path}, line {line}: "), err
+    assert "truncated" in err[0] and captured.out == ""
+
+
+def test_report_reads_a_file_given_twice_once(tmp_path, capsys, monkeypatch):
+    """The same table under its name, another spelling of it and a link to it counts its
+    kernels once, with a note per repeat; two distinct files both count."""
+    monkeypatch.chdir(tmp_path)
+    path = _table_file(tmp_path / "metric_table_mix_order_fusion.csv")
+    (tmp_path / "link.csv").symlink_to(path)
+    assert report.main([path, "./metric_table_mix_order_fusion.csv", "link.csv", path]) == 0
+    captured = capsys.readouterr()
+    assert "fused kernels: 2" in captured.out
+    notes = captured.err.strip().splitlines()
+    assert len(notes) == 3 and all(n.startswith("python -m inductor_ext.report: note: ")
+                                   for n in notes)
+    assert f"link.csv: given twice (as {path}); read once" in notes[1]
+    assert notes[2].endswith(f"{path}: given twice; read once, so its rows count once")
+    (tmp_path / "other").mkdir()
+    other = _table_file(tmp_path / "other" / "metric_table_mix_order_fusion.csv")
+    assert report.main([path, other]) == 0
+    assert "fused kernels: 4" in capsys.readouterr().out
+
+
+def test_report_plot_into_a_missing_folder_creates_it(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = _table_file(tmp_path / "t.csv")
+    chart = tmp_path / "charts" / "run1" / "report.png"
+    assert report.main([path, "--plot", str(chart)]) == 0
+    assert chart.stat().st_size > 1000
+    assert report.main([path, "--plot", str(tmp_path / "report.nosuchformat")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plot" in err[0] and "cannot write the chart" in err[0]
