@@ -24,6 +24,7 @@ from typing import Any
 
 from torch._dynamo.utils import counters
 
+from . import trace
 from .compat import inductor_metrics
 from .reasons import Reason, check
 
@@ -41,6 +42,9 @@ _NORMS_DECLINED_PREFIX = "inductor_ext_norms_declined_"
 FUSION_TABLE = "mix_order_fusion"
 REJECT_TABLE = "mix_order_reject"
 BENCH_TABLE = "mix_order_bench"
+
+#: The structured-trace artifact each compile-time table's rows also become (trace.py).
+TRACE_ARTIFACTS = {FUSION_TABLE: trace.FUSED, REJECT_TABLE: trace.DECLINED}
 
 TABLE_COLUMNS: dict[str, list[str]] = {
     FUSION_TABLE: [
@@ -77,6 +81,8 @@ def table_enabled(name: str) -> bool:
 
 
 def _add_row(name: str, row_fn: Callable[[], Mapping[str, object]]) -> None:
+    if name in TRACE_ARTIFACTS:
+        trace.artifact(TRACE_ARTIFACTS[name], row_fn)
     if not table_enabled(name):
         return
 
@@ -142,6 +148,9 @@ def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
     counters["inductor"][_NORMS_PREFIX + "declined"] += sum(declined.values())
     for reason, count in declined.items():
         counters["inductor"][_NORMS_DECLINED_PREFIX + reason] += count
+    if found:
+        trace.artifact(trace.GRAPH, lambda: {"norms_found": found, "norms_fused": fused,
+                                             "norms_declined": dict(declined)})
 
 
 def record_reject(reason: Reason, nodes: str = "", M: object = "", N: object = "",
