@@ -71,20 +71,55 @@ def _rows(path: str, lines: Iterable[str], header: tuple[str, ...]) -> list[dict
         rows.append(dict(zip(header, row)))
 
 
+#: Columns added after the tables were first written: a table from an older version lacks
+#: them and still reads (its rows give "" for them).
+LATER_COLUMNS = frozenset({"norm_classes"})
+
+#: Why a run leaves no table or no rows, as the error says it.
+NO_ROWS_CAUSE = (
+    "the tables are compile-time records, as Inductor's own: a graph served from a warm "
+    "FX-graph cache is not compiled and writes no rows, and no table is written unless "
+    "TORCHINDUCTOR_ENABLED_METRIC_TABLES names it; rerun in this folder with "
+    "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 (or torch._inductor.config.force_disable_caches"
+    "=True) and TORCHINDUCTOR_ENABLED_METRIC_TABLES=mix_order_fusion,mix_order_reject")
+
+
+def table_of(header: Sequence[str]) -> str | None:
+    """The table a CSV header belongs to: `model_name`, then every column of one of ours
+    (those in LATER_COLUMNS may be missing, columns of a newer version may be added)."""
+    if not header or header[0] != "model_name":
+        return None
+    present = set(header[1:])
+    for name, cols in TABLE_COLUMNS.items():
+        if set(cols) - LATER_COLUMNS <= present:
+            return name
+    return None
+
+
+def _missing(path: str) -> str:
+    """The error for a file that is not there: a pattern the shell passed on unexpanded
+    matched nothing here; either way the likely cause is that no run wrote the table."""
+    if any(c in path for c in "*?["):
+        return (f"{path}: no file matches this pattern (the shell passed it on as it is), "
+                f"so no table was written here; {NO_ROWS_CAUSE}")
+    return f"{path}: no such file (a misspelt path, or {NO_ROWS_CAUSE})"
+
+
 def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:
     """Rows of each known table found in `paths` (each file read once), keyed by table
-    name."""
-    by_header = {tuple(["model_name", *cols]): name for name, cols in TABLE_COLUMNS.items()}
+    name; an empty file adds none (`main` says why none were found)."""
     tables: dict[str, list[dict[str, str]]] = collections.defaultdict(list)
     for path in unique_paths(paths)[0]:
         try:
             with open(path, newline="") as f:
                 text = f.read()
+            if not text:
+                continue
             lines = io.StringIO(text)
             header = tuple(next(csv.reader(lines), []))
-            name = by_header.get(header)
+            name = table_of(header)
             if name is None:
-                shown = ",".join(header)[:80] or "empty file"
+                shown = ",".join(header)[:80] or "an empty line"
                 raise ReportError(f"{path}: not an inductor_ext metric table "
                                   f"(first line: {shown})")
             if not text.endswith("\n"):  # Inductor ends every row it writes with one
@@ -93,9 +128,7 @@ def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:
                                   f"end of line (a truncated file?)")
             tables[name].extend(_rows(path, lines, header))
         except FileNotFoundError:
-            hint = (" (a shell pattern that matched nothing? tables are written only when "
-                    "TORCHINDUCTOR_ENABLED_METRIC_TABLES names them)" if "*" in path else "")
-            raise ReportError(f"{path}: no such file{hint}") from None
+            raise ReportError(_missing(path)) from None
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise ReportError(f"{path}: cannot be read as CSV ({exc})") from None
     return tables
@@ -233,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tables = read_tables(files)
     except ReportError as exc:
         print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if not any(tables.values()):
+        print(f"{ap.prog}: error: {', '.join(files)}: no rows; {NO_ROWS_CAUSE}",
+              file=sys.stderr)
         return 2
     summarize(tables, sys.stdout)
     if args.plot:
