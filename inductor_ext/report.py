@@ -3,8 +3,11 @@
     python -m inductor_ext.report metric_table_mix_order_fusion.csv \\
         metric_table_mix_order_reject.csv [--plot out.png]
 
-Files are recognised by their header, so any mix of our three tables can be given. Each
-decline reason is printed with its description (``inductor_ext.reasons``).
+Files are recognised by their header, so any mix of our three tables can be given. The
+report speaks of norms first: one line per norm and graph, with its class and the kernel
+that fuses it or why it was declined; then the declined column reductions that are no
+norm's; then the kernels and the counts by reason (each with its description,
+``inductor_ext.reasons``).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import dataclasses
 import io
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
@@ -141,9 +146,153 @@ def _int(v: str) -> int:
         return 0
 
 
+#: A decline's detail shown on its norm's line when at most this long (longer ones are in
+#: the table's `detail` column and the log).
+SHORT_DETAIL = 60
+
+
+def why(code: str, width: int = 100) -> str:
+    """A reason's description cut to one line for a norm's status: its first sentence
+    without asides in parentheses, ending in an ellipsis when still over `width`."""
+    full = reasons.describe(code)
+    text = full
+    while True:
+        shorter = re.sub(r"\s*\([^()]*\)", "", text)
+        if shorter == text:
+            break
+        text = shorter
+    first = re.match(r"(.+?)[.;:](\s|$)", text)
+    text = (first.group(1) if first else text) or full
+    if len(text) > width:
+        cut = text.rfind(" ", 0, width - 1)
+        text = text[:cut if cut > 0 else width - 1].rstrip(",;:") + "\u2026"
+    return text
+
+
+@dataclasses.dataclass
+class NormStatus:
+    """One norm in one graph: the kernels that fuse its gradient reductions and the
+    declines that name it (one of its columns declined makes it declined, as in
+    `coverage`)."""
+
+    graph: str
+    norm: str
+    cls: str = "?"
+    kernels: list[str] = dataclasses.field(default_factory=list)
+    declines: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def fused(self) -> bool:
+        return bool(self.kernels) and not self.declines
+
+    @property
+    def key(self) -> str:
+        """"fused" or the first decline's reason code: what the chart colours."""
+        return self.declines[0][0] if self.declines else "fused"
+
+    def status(self) -> str:
+        if not self.declines:
+            return "fused into " + ", ".join(self.kernels)
+        reason, detail = self.declines[0]
+        text = f"declined: {reason} \u2014 {why(reason)}"
+        if detail and len(detail) <= SHORT_DETAIL:
+            text += f" ({detail})"
+        more = sorted({r for r, _ in self.declines[1:]} - {reason})
+        if more:
+            text += "; also " + ", ".join(more)
+        if self.kernels:
+            text += "; other columns fused into " + ", ".join(self.kernels)
+        return text
+
+
+def _natural(text: str) -> list[tuple[int, int | str]]:
+    """Sort key that orders `layers.2` before `layers.10`."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text)]
+
+
+def is_norm_decline(row: dict[str, str]) -> bool:
+    """A reject row about a norm's dw/db (`kind` norm; a row without `kind`, from an older
+    table, when it names norms); the rest are other column reductions."""
+    kind = row.get("kind", "")
+    return bool(row.get("norms", "").split()) and kind in ("norm", "")
+
+
+def norm_statuses(fused: Sequence[dict[str, str]],
+                  rejected: Sequence[dict[str, str]]) -> list[NormStatus]:
+    """One entry per norm and graph, graphs in the order they first appear, norms in
+    natural order of their names within a graph."""
+    found: dict[tuple[str, str], NormStatus] = {}
+    graphs: dict[str, int] = {}
+
+    def entries(row: dict[str, str]) -> list[NormStatus]:
+        gid = row.get("graph_id", "") or "?"
+        graphs.setdefault(gid, len(graphs))
+        names = row.get("norms", "").split()
+        classes = row.get("norm_classes", "").split()
+        out = []
+        for i, name in enumerate(names):
+            entry = found.setdefault((gid, name), NormStatus(gid, name))
+            cls = classes[i] if len(classes) == len(names) else "?"
+            if entry.cls == "?" and cls:
+                entry.cls = cls
+            out.append(entry)
+        return out
+
+    for row in fused:
+        for entry in entries(row):
+            if row.get("kernel_name", "") not in entry.kernels:
+                entry.kernels.append(row.get("kernel_name", "") or "?")
+    for row in rejected:
+        if is_norm_decline(row):
+            for entry in entries(row):
+                entry.declines.append((row.get("reason", ""), row.get("detail", "")))
+    return sorted(found.values(), key=lambda e: (graphs[e.graph], _natural(e.norm)))
+
+
+def print_norms(norms: Sequence[NormStatus], out: TextIO) -> None:
+    """The first section: each norm, its class, graph and what happened to it."""
+    graphs = len({n.graph for n in norms})
+    declined = sum(not n.fused for n in norms)
+    print(f"norms: {len(norms)} in {graphs} graph{'s' * (graphs != 1)}, "
+          f"{len(norms) - declined} fused, {declined} declined", file=out)
+    if not norms:
+        return
+    rows = [("norm", "class", "graph", "status")]
+    rows += [(n.norm, n.cls, n.graph, n.status()) for n in norms]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3], file=out)
+
+
+def print_other_declines(rejected: Sequence[dict[str, str]], out: TextIO) -> None:
+    """Declined column reductions that are no norm's (a forward graph's, a loss's): apart
+    from the norms, one line per graph and reason with where they come from."""
+    others = [r for r in rejected if not is_norm_decline(r)]
+    if not others:
+        return
+    print(f"other column reductions declined (not a norm's dw/db): {len(others)}", file=out)
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in others:
+        groups.setdefault((r.get("graph_id", "") or "?", r.get("reason", "")), []).append(r)
+    width = max(len(g) for g, _ in groups)
+    for (gid, reason), rows in groups.items():
+        where = list(dict.fromkeys(w for r in rows
+                                   for w in (r.get("modules", "") or r.get("source", "")).split()))
+        shown = " ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        print(f"  {gid:{width}s}  {reason} x{len(rows)} \u2014 {why(reason)}"
+              + (f" [{shown}]" if shown else ""), file=out)
+
+
 def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
+    """The report: the norms first, then other declines, then the kernels and counts."""
     fused = tables.get(FUSION_TABLE, [])
     rejected = tables.get(REJECT_TABLE, [])
+    if fused or rejected:
+        print_norms(norm_statuses(fused, rejected), out)
+        if any(not is_norm_decline(r) for r in rejected):
+            print("", file=out)
+            print_other_declines(rejected, out)
+        print("", file=out)
     saved = sum(_int(r["bytes_unfused"]) - _int(r["bytes_fused"]) for r in fused)
     print(f"fused kernels: {len(fused)}", file=out)
     print(f"declined candidates: {len(rejected)}", file=out)
@@ -154,7 +303,7 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
     graphs = coverage.from_tables(fused, rejected)
     if graphs:
         print("", file=out)
-        coverage.print_summary(graphs, out)
+        coverage.print_summary(graphs, out, names=False)
     if fused:
         print("", file=out)
         cols = ["#", "graph_id", "kernel_name", "M", "N", "input_dtypes", "num_partials",
