@@ -343,8 +343,64 @@ def kernel_labels(fused: Sequence[dict[str, str]]) -> list[str]:
             for i, r in enumerate(fused, 1)]
 
 
+def _ranges(values: Iterable[int]) -> str:
+    """`0,1,2,5` as `0..2,5`."""
+    nums = sorted(set(values))
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}..{nums[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def group_norms(norms: Sequence[NormStatus]) -> list[tuple[str, collections.Counter[str]]]:
+    """Norms whose names differ only in numbers (`model.layers.{0..11}.input_layernorm`)
+    as one chart row: its label and its count per status ("fused" or a reason), in order
+    of first appearance."""
+    groups: dict[tuple[str, str], tuple[list[tuple[int, ...]], collections.Counter[str]]] = {}
+    for n in norms:
+        parts = n.norm.split(".")
+        pattern = ".".join("#" if p.isdigit() else p for p in parts)
+        numbers, counts = groups.setdefault((pattern, n.cls), ([], collections.Counter()))
+        numbers.append(tuple(int(p) for p in parts if p.isdigit()))
+        counts[n.key] += 1
+    out = []
+    for (pattern, cls), (numbers, counts) in groups.items():
+        slots = iter(zip(*numbers))
+        label = ".".join(_slot(next(slots)) if p == "#" else p for p in pattern.split("."))
+        out.append((short_label(label) + ("" if cls == "?" else f" ({cls})"), counts))
+    return out
+
+
+def _slot(values: tuple[int, ...]) -> str:
+    text = _ranges(values)
+    return text if text.isdigit() else "{" + text + "}"
+
+
+def short_label(text: str, width: int = 48) -> str:
+    """A module name for a tick label: whole when it fits, else its end (the part that
+    tells norms apart) after an ellipsis, cut at a dot."""
+    if len(text) <= width:
+        return text
+    tail = text[-(width - 1):]
+    dot = tail.find(".")
+    return "\u2026" + (tail[dot:] if 0 <= dot < len(tail) - 1 else tail)
+
+
+#: Chart colours: fused green, each decline reason its own (never green).
+_FUSED_COLOR = "tab:green"
+_REASON_COLORS = ("tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
+                  "tab:olive", "tab:cyan", "tab:blue", "gold", "black")
+
+
 def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
-    """The chart: bytes fused vs unfused per kernel, and declines by reason (matplotlib)."""
+    """The chart (matplotlib), one panel per part that has rows: the norms by module and
+    status (fused, or declined by reason), the other declined columns by reason, and the
+    bytes each fused kernel moves. A ReportError when there is nothing to draw."""
     try:
         import matplotlib
 
@@ -354,30 +410,69 @@ def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
     except ImportError as exc:
         raise SystemExit("--plot needs matplotlib: pip install 'inductor_ext[plot]'") from exc
     fused = tables.get(FUSION_TABLE, [])
-    reasons = collections.Counter(r["reason"] for r in tables.get(REJECT_TABLE, []))
-    rows = max(len(fused), len(reasons), 1)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 1.2 + 0.45 * rows),
-                                   gridspec_kw={"width_ratios": [3, 1.3]})
-    y = list(range(len(fused)))
-    ax1.barh([i - 0.2 for i in y], [_int(r["bytes_unfused"]) / 2**20 for r in fused], 0.4,
-             label="unfused (stock kernels)")
-    ax1.barh([i + 0.2 for i in y], [_int(r["bytes_fused"]) / 2**20 for r in fused], 0.4,
-             label="fused (workspace included)")
-    ax1.set_yticks(y, kernel_labels(fused), fontsize=8)
-    ax1.invert_yaxis()  # first kernel on top, as in the table
-    ax1.set_xlabel("MiB moved (size hints)")
-    ax1.set_title(f"fused kernels: {len(fused)}")
-    if fused:
-        ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / rows), ncol=2,
-                   fontsize=8)
-    names = sorted(reasons)
-    ax2.barh(names, [reasons[n] for n in names], 0.5, color="tab:red")
-    ax2.set_ylim(rows - 0.5, -0.5)  # bars as thick as the kernels', first reason on top
-    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax2.set_xlabel("declined candidates")
-    ax2.set_title(f"declines by reason: {sum(reasons.values())}")
+    rejected = tables.get(REJECT_TABLE, [])
+    norms = norm_statuses(fused, rejected)
+    groups = group_norms(norms)
+    others = collections.Counter(r["reason"] for r in rejected if not is_norm_decline(r))
+    panels = [(name, rows) for name, rows in (("norms", len(groups)), ("other", len(others)),
+                                              ("kernels", len(fused))) if rows]
+    if not panels:
+        raise ReportError("nothing to chart: no norm, decline or fused kernel in the tables")
+    # Each row gets the same height in every panel, so tick labels never overlap.
+    heights = [rows + 2.5 for _, rows in panels]
+    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
+                             figsize=(12, 0.6 + 0.28 * sum(heights)),
+                             gridspec_kw={"height_ratios": heights})
+    codes = sorted({r for _, counts in groups for r in counts} - {"fused"} | set(others))
+    colors = {code: _REASON_COLORS[i % len(_REASON_COLORS)] for i, code in enumerate(codes)}
+    colors["fused"] = _FUSED_COLOR
+    for (name, _), ax in zip(panels, axes[:, 0]):
+        ax.set_label(name)  # the tests find a panel by it
+        if name == "norms":
+            _norms_panel(ax, groups, norms, colors)
+        elif name == "other":
+            keys = sorted(others)
+            ax.barh(keys, [others[k] for k in keys], 0.6, color=[colors[k] for k in keys])
+            ax.set_ylim(len(keys) - 0.5, -0.5)
+            ax.set_xlabel("declined column reductions that are no norm's")
+            ax.set_title(f"other declines by reason: {sum(others.values())}")
+        else:
+            y = list(range(len(fused)))
+            ax.barh([i - 0.2 for i in y], [_int(r["bytes_unfused"]) / 2**20 for r in fused],
+                    0.4, label="unfused (stock kernels)", color="tab:gray")
+            ax.barh([i + 0.2 for i in y], [_int(r["bytes_fused"]) / 2**20 for r in fused],
+                    0.4, label="fused (workspace included)", color=_FUSED_COLOR)
+            ax.set_yticks(y, kernel_labels(fused))
+            ax.set_ylim(len(fused) - 0.5, -0.5)  # first kernel on top, as in the table
+            ax.set_xlabel("MiB moved (size hints)")
+            ax.set_title(f"fused kernels: {len(fused)}")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+        if name != "kernels":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="y", labelsize=8)
     fig.tight_layout()
     return fig
+
+
+def _norms_panel(ax: Any, groups: Sequence[tuple[str, collections.Counter[str]]],
+                 norms: Sequence[NormStatus], colors: dict[str, str]) -> None:
+    """One stacked bar per group of norms: how many fused, how many declined per reason."""
+    y = list(range(len(groups)))
+    left = [0] * len(groups)
+    keys = ["fused", *sorted({k for _, c in groups for k in c} - {"fused"})]
+    for key in keys:
+        widths = [counts[key] for _, counts in groups]
+        if not any(widths):
+            continue
+        ax.barh(y, widths, 0.6, left=left, color=colors[key],
+                label="fused" if key == "fused" else f"declined: {key}")
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(y, [label for label, _ in groups])
+    ax.set_ylim(len(groups) - 0.5, -0.5)  # first norm on top, as in the report
+    ax.set_xlabel("norms (one per module and graph)")
+    declined = sum(not n.fused for n in norms)
+    ax.set_title(f"norms: {len(norms)}, {len(norms) - declined} fused, {declined} declined")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
 
 
 def plot(tables: dict[str, list[dict[str, str]]], path: str) -> None:
