@@ -382,13 +382,19 @@ def _slot(values: tuple[int, ...]) -> str:
 
 
 def short_label(text: str, width: int = 48) -> str:
-    """A module name for a tick label: whole when it fits, else its end (the part that
-    tells norms apart) after an ellipsis, cut at a dot."""
+    """A module name for a tick label: whole when it fits, else its first part and as many
+    of its last parts (those that tell norms apart) as fit, cut at dots
+    (`encoder.\u2026.final_layer_norm`)."""
     if len(text) <= width:
         return text
-    tail = text[-(width - 1):]
-    dot = tail.find(".")
-    return "\u2026" + (tail[dot:] if 0 <= dot < len(tail) - 1 else tail)
+    parts = text.split(".")
+    tail = parts[-1:]
+    for part in reversed(parts[1:-1]):
+        if len(parts[0]) + len(part) + sum(len(p) + 1 for p in tail) + 3 > width:
+            break
+        tail.insert(0, part)
+    label = ".".join([parts[0], "\u2026", *tail])
+    return label if len(parts) > 2 and len(label) <= width else "\u2026" + text[1 - width:]
 
 
 #: Chart colours: fused green, each decline reason its own (never green).
