@@ -344,7 +344,7 @@ def kernel_labels(fused: Sequence[dict[str, str]]) -> list[str]:
 
 
 def _ranges(values: Iterable[int]) -> str:
-    """`0,1,2,5` as `0..2,5`."""
+    """`0,1,2,5,7,8` as `0..2,5,7,8` (runs of three or more as ranges)."""
     nums = sorted(set(values))
     parts: list[str] = []
     i = 0
@@ -352,27 +352,35 @@ def _ranges(values: Iterable[int]) -> str:
         j = i
         while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
             j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}..{nums[j]}")
+        if j - i >= 2:
+            parts.append(f"{nums[i]}..{nums[j]}")
+        else:
+            parts += [str(n) for n in nums[i:j + 1]]
         i = j + 1
     return ",".join(parts)
 
 
-def group_norms(norms: Sequence[NormStatus]) -> list[tuple[str, collections.Counter[str]]]:
+def group_norms(norms: Sequence[NormStatus]) -> list[tuple[str, str, int]]:
     """Norms whose names differ only in numbers (`model.layers.{0..11}.input_layernorm`)
-    as one chart row: its label and its count per status ("fused" or a reason), in order
-    of first appearance."""
-    groups: dict[tuple[str, str], tuple[list[tuple[int, ...]], collections.Counter[str]]] = {}
+    and that share a status ("fused" or a reason) as one chart row, so a declined layer
+    shows by its number: the row's label, status and count. Rows of a name
+    follow its first appearance, fused first."""
+    groups: dict[tuple[str, str, str], list[tuple[int, ...]]] = {}
+    first: dict[str, int] = {}
     for n in norms:
         parts = n.norm.split(".")
         pattern = ".".join("#" if p.isdigit() else p for p in parts)
-        numbers, counts = groups.setdefault((pattern, n.cls), ([], collections.Counter()))
-        numbers.append(tuple(int(p) for p in parts if p.isdigit()))
-        counts[n.key] += 1
+        first.setdefault(pattern, len(first))
+        groups.setdefault((pattern, n.cls, n.key), []).append(
+            tuple(int(p) for p in parts if p.isdigit()))
     out = []
-    for (pattern, cls), (numbers, counts) in groups.items():
+    for pattern, cls, key in sorted(groups, key=lambda g: (first[g[0]], g[2] != "fused", g)):
+        numbers = groups[pattern, cls, key]
         slots = iter(zip(*numbers))
-        label = ".".join(_slot(next(slots)) if p == "#" else p for p in pattern.split("."))
-        out.append((short_label(label) + ("" if cls == "?" else f" ({cls})"), counts))
+        label = short_label([_slot(next(slots)) if p == "#" else p
+                             for p in pattern.split(".")])
+        label += "" if cls == "?" else f" ({cls})"
+        out.append((label, key, len(numbers)))
     return out
 
 
@@ -381,20 +389,21 @@ def _slot(values: tuple[int, ...]) -> str:
     return text if text.isdigit() else "{" + text + "}"
 
 
-def short_label(text: str, width: int = 48) -> str:
-    """A module name for a tick label: whole when it fits, else its first part and as many
-    of its last parts (those that tell norms apart) as fit, cut at dots
+def short_label(text: str | Sequence[str], width: int = 56) -> str:
+    """A module name (or its dotted parts) for a tick label: whole when it fits, else its
+    first part and as many of its last parts (those that tell norms apart) as fit
     (`encoder.\u2026.final_layer_norm`)."""
-    if len(text) <= width:
-        return text
-    parts = text.split(".")
+    parts = text.split(".") if isinstance(text, str) else list(text)
+    whole = ".".join(parts)
+    if len(whole) <= width:
+        return whole
     tail = parts[-1:]
     for part in reversed(parts[1:-1]):
         if len(parts[0]) + len(part) + sum(len(p) + 1 for p in tail) + 3 > width:
             break
         tail.insert(0, part)
     label = ".".join([parts[0], "\u2026", *tail])
-    return label if len(parts) > 2 and len(label) <= width else "\u2026" + text[1 - width:]
+    return label if len(parts) > 2 and len(label) <= width else "\u2026" + whole[1 - width:]
 
 
 #: Chart colours: fused green, each decline reason its own (never green).
@@ -429,7 +438,7 @@ def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
     fig, axes = plt.subplots(len(panels), 1, squeeze=False,
                              figsize=(12, 0.6 + 0.28 * sum(heights)),
                              gridspec_kw={"height_ratios": heights})
-    codes = sorted({r for _, counts in groups for r in counts} - {"fused"} | set(others))
+    codes = sorted({key for _, key, _ in groups} - {"fused"} | set(others))
     colors = {code: _REASON_COLORS[i % len(_REASON_COLORS)] for i, code in enumerate(codes)}
     colors["fused"] = _FUSED_COLOR
     for (name, _), ax in zip(panels, axes[:, 0]):
@@ -460,20 +469,17 @@ def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
     return fig
 
 
-def _norms_panel(ax: Any, groups: Sequence[tuple[str, collections.Counter[str]]],
+def _norms_panel(ax: Any, groups: Sequence[tuple[str, str, int]],
                  norms: Sequence[NormStatus], colors: dict[str, str]) -> None:
-    """One stacked bar per group of norms: how many fused, how many declined per reason."""
-    y = list(range(len(groups)))
-    left = [0] * len(groups)
-    keys = ["fused", *sorted({k for _, c in groups for k in c} - {"fused"})]
+    """One bar per group of norms, as long as its count, coloured by its status."""
+    keys = ["fused", *sorted({key for _, key, _ in groups} - {"fused"})]
     for key in keys:
-        widths = [counts[key] for _, counts in groups]
-        if not any(widths):
-            continue
-        ax.barh(y, widths, 0.6, left=left, color=colors[key],
-                label="fused" if key == "fused" else f"declined: {key}")
-        left = [a + b for a, b in zip(left, widths)]
-    ax.set_yticks(y, [label for label, _ in groups])
+        rows = [(i, count) for i, (_, k, count) in enumerate(groups) if k == key]
+        if rows:
+            ax.barh([i for i, _ in rows], [c for _, c in rows], 0.6, color=colors[key],
+                    label="fused" if key == "fused" else f"declined: {key}")
+    ax.set_xlim(0, max(c for _, _, c in groups) * 1.05)  # the longest bar clear of the frame
+    ax.set_yticks(range(len(groups)), [label for label, _, _ in groups])
     ax.set_ylim(len(groups) - 0.5, -0.5)  # first norm on top, as in the report
     ax.set_xlabel("norms (one per module and graph)")
     declined = sum(not n.fused for n in norms)

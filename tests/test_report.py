@@ -179,7 +179,8 @@ def _assert_drawn(fig) -> None:
 
 def test_chart_norms_by_module_without_empty_panels(plt):
     """No declines: no declines panel. Twelve numbered layers' norms are one row per
-    module of the layer; the kernels' bytes are a second panel."""
+    module of the layer (`model.layers.{0..11}.x`); the kernels' bytes are a second
+    panel."""
     fused = [_fused(f"triton_per_fused_{i}", f"model.layers.{i}.input_layernorm "
                     f"model.layers.{i}.post_attention_layernorm", "LlamaRMSNorm LlamaRMSNorm")
              for i in range(12)]
@@ -195,9 +196,9 @@ def test_chart_norms_by_module_without_empty_panels(plt):
 
 
 def test_chart_colours_norms_by_reason_and_cuts_long_names(plt):
-    """A declined layer and a long module name: its row stacks fused and declined counts;
-    the long name keeps its end. Declines with no norm get their own panel; no fused kernel,
-    no kernels panel."""
+    """Declined layers and a long module name: the declined layers are a row of their own,
+    coloured by reason; the long name keeps its first and last parts. Declines with no
+    norm get their own panel; no fused kernel, no kernels panel."""
     long = "encoder.transformer_blocks_with_a_very_long_container_name.final_layer_norm"
     rejected = [_declined("not_profitable", f"layers.{i}.norm", "LayerNorm") for i in (0, 3)]
     rejected += [_declined("extern_norm", long, "LayerNorm"),
@@ -207,9 +208,12 @@ def test_chart_colours_norms_by_reason_and_cuts_long_names(plt):
     assert [ax.get_label() for ax in fig.axes] == ["norms", "other", "kernels"]
     _assert_drawn(fig)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    # One row per name and status: the declined layers show by their numbers.
     assert labels == ["encoder.\u2026.final_layer_norm (LayerNorm)",
-                      "layers.{0..4}.norm (LayerNorm)"]
-    assert report.short_label("a." + "b" * 30 + ".c" * 10) == "a.\u2026" + ".c" * 10
+                      "layers.{1,2,4}.norm (LayerNorm)", "layers.{0,3}.norm (LayerNorm)"]
+    assert [p.get_width() for p in fig.axes[0].patches] == [3, 1, 2]  # fused first
+    assert report.short_label("a." + "b" * 40 + ".c" * 10) == "a.\u2026" + ".c" * 10
+    assert report.short_label(["m", "layers", "{0..4,6..11}", "x" * 60]).startswith("\u2026")
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["fused", "declined: extern_norm", "declined: not_profitable"]
     fig = report.figure({REJECT_TABLE: rejected})
