@@ -239,9 +239,10 @@ def norm_statuses(fused: Sequence[dict[str, str]],
         return out
 
     for row in fused:
+        kernel = row.get("kernel_name", "") or "?"
         for entry in entries(row):
-            if row.get("kernel_name", "") not in entry.kernels:
-                entry.kernels.append(row.get("kernel_name", "") or "?")
+            if kernel not in entry.kernels:
+                entry.kernels.append(kernel)
     for row in rejected:
         if is_norm_decline(row):
             for entry in entries(row):
