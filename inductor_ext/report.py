@@ -107,7 +107,7 @@ def _missing(path: str) -> str:
     if any(c in path for c in "*?["):
         return (f"{path}: no file matches this pattern (the shell passed it on as it is), "
                 f"so no table was written here; {NO_ROWS_CAUSE}")
-    return f"{path}: no such file (a misspelt path, or {NO_ROWS_CAUSE})"
+    return f"{path}: no such file; unless the path is misspelt, {NO_ROWS_CAUSE}"
 
 
 def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:

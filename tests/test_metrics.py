@@ -246,8 +246,8 @@ def test_report_on_a_missing_file_exits_without_traceback():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode != 0
     err = res.stderr.strip()
-    assert err.startswith("python -m inductor_ext.report: error: /no/such.csv: no such file ("
-                          "a misspelt path, or the tables are compile-time records"), err
+    assert err.startswith("python -m inductor_ext.report: error: /no/such.csv: no such file; "
+                          "unless the path is misspelt, the tables are compile-time records"), err
     assert "\n" not in err and "warm FX-graph cache" in err
 
 
