@@ -116,8 +116,9 @@ def _int(value: str) -> int:
         return 0
 
 
-def print_summary(graphs: Sequence[GraphCoverage], out: TextIO) -> None:
-    """One screen: one line per graph, then the declined norms by name and reason."""
+def print_summary(graphs: Sequence[GraphCoverage], out: TextIO, names: bool = True) -> None:
+    """One screen: one line per graph, then (`names`) the declined norms by name and
+    reason; the report lists every norm before, so it leaves them out."""
     if not graphs:
         return
     print("coverage per graph: norms found / fused / declined; other columns fused / "
@@ -128,7 +129,7 @@ def print_summary(graphs: Sequence[GraphCoverage], out: TextIO) -> None:
               f"{len(g.declined):3d}   other {g.other_fused:3d} / "
               f"{sum(g.other_declined.values()):3d}{_reasons(g.other_declined)}", file=out)
     declined = [(g.graph_id or "?", n, r) for g in graphs for n, r in g.declined.items()]
-    if declined:
+    if declined and names:
         print("declined norms:", file=out)
         for gid, name, reason in declined[:MAX_LISTED]:
             print(f"  {gid:{width}s}  {name}  {reason}", file=out)

@@ -169,4 +169,7 @@ def test_a_norm_backward_left_as_an_extern_is_extern_norm(plugin, norm_views):
     assert "aten::native_layer_norm_backward" in row["detail"], row
     out = io.StringIO()
     report.summarize(report.read_tables(sorted(glob.glob("metric_table_mix_order_*.csv"))), out)
-    assert "final_norm  extern_norm" in out.getvalue(), out.getvalue()
+    line = next(ln for ln in out.getvalue().splitlines() if ln.lstrip().startswith("final_norm"))
+    assert line.split()[:4] == ["final_norm", "LayerNorm", "0/0", "backward"] or \
+        line.split()[:2] == ["final_norm", "?"], line  # "?": a table without norm_classes
+    assert "declined: extern_norm" in line, out.getvalue()
