@@ -24,7 +24,7 @@ from ..ir.node import Verdict
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from ..reasons import Reason
-from . import externs, legality
+from . import externs, legality, phrases
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -225,8 +225,10 @@ def run(nodes: Sequence[BaseSchedulerNode],
             # its columns back, which can close a cycle through the ones still to come.
             via = graph.cycle_through(ops)
             if via is not None:
+                between = phrases.kernel_of_ops(sched, graph.members.get(via, ()), via)
                 decline(cand.describe(), cand.M, cand.N, Reason.PRODUCER_CONSUMER,
-                        f"would run both before and after {via}", cand.attribution, coverage)
+                        f"{phrases.group(cand.inner, cand.columns)} would run both before "
+                        f"and after {between}", cand.attribution, coverage)
                 continue
             install_codegen(sched, compat.device_of(cand.inner))
             nodes = convert(sched, nodes, cand, plan, shape, verdict=verdict, coverage=coverage)
