@@ -348,10 +348,12 @@ def _declines(rows: list[_Row], columns: list[_Column],
                 continue
             backend_reported = True
         norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
-        if reason == Reason.NO_SHARED_INPUT and norm_column and not _own_row_among(c):
+        if norm_column and not _own_row_among(c):
+            # Whatever kept it from the other rows (no common input, or a path through the
+            # Linear between: a norm right after a frozen embedding), it had no dx to join.
             reason, detail = Reason.NO_ROW_REDUCTION, (
                 _rowless_detail(c, pair.row.M, pair.row.N)
-                + f" (rows of other reductions only: {detail})")
+                + f" (rows of other reductions only: {reason}: {detail})")
         decline = _decline(pair, c, reason or Reason.INTERNAL_ERROR, detail)
         if reason == Reason.NO_SHARED_INPUT and not norm_column:
             no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
@@ -370,7 +372,9 @@ def _declines(rows: list[_Row], columns: list[_Column],
 
 
 def _own_row_among(c: _Column) -> bool:
-    """Whether a row reduction `c` pairs with is its own norm's (its dx)."""
+    """Whether a row reduction `c` pairs with is its own norm's (its dx): a norm column
+    without one has nothing of its own to join, whichever reason its pairs with other
+    norms' rows gave."""
     key = origin.of_node(c.col.out_node).key
     return any(o.norm and o.key == key for p in c.pairs for s in p.row.node.get_nodes()
                if s.is_reduction() for o in [origin.of_node(s)])
