@@ -1,6 +1,7 @@
 """Declines in the user's terms: a detail names the modules and roles (a norm's dx, its
 dw/db, the kernel between them) before Inductor's buffer and op names; a norm right after
-a frozen embedding is recorded `no_row_reduction`."""
+a frozen embedding is recorded `no_row_reduction`; `config.exclude_modules` keeps the norms
+it names unfused, recorded `excluded_by_config`."""
 
 import csv
 import os
@@ -109,3 +110,55 @@ def test_without_modules_a_decline_names_source_lines(plugin, tables):
     assert re.match(rf"a column sum at {here}:\d+ \(buf\d+\) needs a row reduction at "
                     rf"{here}:\d+ \(op\w+\) through a kernel at {here}:\d+ \(op\d+\)",
                     row["detail"]), row["detail"]
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.norm(x))
+
+
+class TwoBlocks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+@pytest.mark.parametrize("patterns", [["layers.0.*"], ["*.0.norm", "nothing.*"]])
+def test_excluded_modules_stay_unfused(plugin, tables, patterns):
+    """One of two norms excluded: the other fuses, the excluded one is declined with its
+    own reason, and the counters agree with the tables."""
+    model = TwoBlocks()
+    x = torch.randn(64, 32, requires_grad=True)
+    eager = _grads(model, model, x)
+    with inductor_ext.config.patch(exclude_modules=patterns):
+        got = _grads(model, torch.compile(model), x)
+    assert_close(got, eager)
+    assert set(_norms(_rows("mix_order_fusion"))) == {"layers.1.norm"}
+    rejected = _rows("mix_order_reject")
+    assert _norms(rejected) == {"layers.0.norm": "excluded_by_config"}
+    (row,) = [r for r in rejected if r["reason"] == "excluded_by_config"]
+    assert row["detail"].startswith("the dx of layers.0.norm (")
+    assert "layers.0.norm matches config.exclude_modules" in row["detail"]
+    metrics = inductor_ext.metrics
+    assert metrics.mix_order_kernels == 1
+    assert metrics.rejected_pairs == {"excluded_by_config": 1}
+    assert metrics.norms == {"found": 2, "fused": 1, "declined": 1}
+    assert metrics.norms_declined == {"excluded_by_config": 1}
+
+
+def test_no_pattern_matches_every_norm_fuses(plugin, tables):
+    model = TwoBlocks()
+    with inductor_ext.config.patch(exclude_modules=["layers.2.*", "norm"]):
+        _grads(model, torch.compile(model), torch.randn(64, 32, requires_grad=True))
+    assert inductor_ext.metrics.mix_order_kernels == 2
+    assert not inductor_ext.metrics.rejected_pairs

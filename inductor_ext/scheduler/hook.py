@@ -7,6 +7,7 @@ one summary line (debug)."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,6 +175,14 @@ def plan_candidate(cand: Candidate
     return plan, shape, None, Verdict(ok, why)
 
 
+def excluded_norms(cand: Candidate) -> list[str]:
+    """The group's norms that `config.exclude_modules` rules out, by the names the tables
+    give them (module path, else source line): the user's way to keep a module unfused."""
+    patterns = list(ext_config.exclude_modules)
+    norms = cand.attribution.norms if cand.attribution is not None else []
+    return [n for n in norms if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
 def run(nodes: Sequence[BaseSchedulerNode],
         install_codegen: Callable[[Scheduler, torch.device], None]) -> list[BaseSchedulerNode]:
     """The pass over one graph's nodes: every fused group becomes a MixOrderNode, whose
@@ -208,6 +217,13 @@ def run(nodes: Sequence[BaseSchedulerNode],
     for cand in matching.groups:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
+        excluded = excluded_norms(cand)
+        if excluded:
+            decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
+                    f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
+                    f"matches config.exclude_modules {ext_config.exclude_modules}",
+                    cand.attribution, coverage)
+            continue
         try:
             plan, shape, reason, verdict = plan_candidate(cand)
             if plan is None:
