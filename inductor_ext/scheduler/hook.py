@@ -221,7 +221,8 @@ def run(nodes: Sequence[BaseSchedulerNode],
         if excluded:
             decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
                     f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
-                    f"matches config.exclude_modules {ext_config.exclude_modules}",
+                    f"{'matches' if len(excluded) == 1 else 'match'} "
+                    f"config.exclude_modules {ext_config.exclude_modules}",
                     cand.attribution, coverage)
             continue
         try:

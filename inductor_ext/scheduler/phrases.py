@@ -116,9 +116,15 @@ def _join(names: Sequence[str]) -> str:
 
 
 def group(inner: BaseSchedulerNode, columns: Sequence[ColumnReduction]) -> str:
-    """A fused group in the user's terms: "the dx of model.norm (op0_op1) with the dw/db of
-    model.norm (buf2), a column sum of model.proj (buf3)"."""
-    return f"{row(inner)} with {', '.join(column(c) for c in columns)}"
+    """A fused group in the user's terms, columns of one phrase together: "the dx of
+    model.norm (op0_op1) with the dw/db of model.norm (buf2, buf3), a column sum of
+    model.proj (buf4)"."""
+    named: dict[str, list[str]] = {}
+    for col in columns:
+        phrase = column_phrase(origin.of_node(col.out_node), col.reduction_type)
+        named.setdefault(phrase, []).append(col.out_name)
+    parts = [ref(phrase, ", ".join(names)) for phrase, names in named.items()]
+    return f"{row(inner)} with {', '.join(parts)}"
 
 
 def reduction(o: Origin, internal: str) -> str:
