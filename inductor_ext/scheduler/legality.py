@@ -77,7 +77,7 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
         return Reason.UNSUPPORTED_DTYPE, f"{phrases.column(col)} accumulates {dtype}"
     if col.operation_names() & inner_ancestors:
         return (Reason.PRODUCER_CONSUMER,
-                f"{phrases.row(inner)} needs {phrases.column(col)}, its result")
+                f"{phrases.row(inner)} needs the result of {phrases.column(col)}")
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
     if inner.get_operation_names() & col_ancestors:
