@@ -50,6 +50,12 @@ ascend_ub_bytes: Optional[int] = None
 #: torch_npu is loaded (at import, or ``rms_norm_decomp.install()``); part of the cache key.
 decompose_npu_rms_norm: bool = False
 
+#: Norms to leave to Inductor: fnmatch patterns on a norm's name as the tables show it (its
+#: module path, "model.layers.0.*", "*.q_norm"; a norm without a module by its source line,
+#: "model.py:42"). A group with a norm that matches is not fused and is recorded as
+#: ``excluded_by_config``: a way to rule one module out while checking a regression.
+exclude_modules: list[str] = []
+
 #: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
 #: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
 tuning: dict = {}
@@ -82,6 +88,9 @@ def check(name: str, value: object) -> None:
         targets = ("auto", *planning.PLANNERS)
         if value not in targets:
             raise bad(f"one of {targets}")
+    elif name == "exclude_modules":
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            raise bad("a list of non-empty str patterns")
     elif name == "tuning":
         planning.tuning.validate(value)
 

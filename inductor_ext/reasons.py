@@ -7,7 +7,7 @@ decline passes a member (``metrics.record_reject`` raises `UnknownReason` for an
 else), the report describes codes from here, and the README's table of reasons is
 rendered from here:
 
-    python -m inductor_ext.reasons      # prints the table README.md holds
+    python -m inductor_ext.report --reasons     # prints the table README.md holds
 
 A code, once written to tables, keeps its meaning: a new cause gets a new code, and a code
 split into several is listed in `RETIRED` (tables from older versions carry it).
@@ -151,6 +151,13 @@ class Reason(str, enum.Enum):
         "`config.decompose_npu_rms_norm = True` decomposes `npu_rms_norm`'s backward so "
         "those norms fuse (off by default: not measured against aclnnRmsNormGrad on a "
         "device).")
+    EXCLUDED_BY_CONFIG = (
+        "excluded_by_config",
+        "A norm of the group matches a pattern of `config.exclude_modules` (its module path, "
+        "else its source line, as the tables name it): the user asked to leave it to "
+        "Inductor.",
+        "Checked once matching has named the group's norms, before planning; the whole group "
+        "stays Inductor's, the columns that would have ridden along included.")
     INTERNAL_ERROR = (
         "internal_error",
         "The hook or the fused codegen raised, and Inductor's schedule was kept.")

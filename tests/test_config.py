@@ -80,6 +80,10 @@ _BAD = [
     ("ascend_ub_bytes", 1024, "must be None or an int >= 4096, got 1024"),
     ("tuning", {"cuda": {"register_tile": 1.5}}, r"\['register_tile'\] must be an int, got 1.5"),
     ("tuning", {"tpu": {}}, "unknown target 'tpu'"),
+    ("exclude_modules", "model.norm", "must be a list of non-empty str patterns, got 'model.norm'"),
+    ("exclude_modules", ("*.q_norm",), r"must be a list of .*, got \('\*\.q_norm',\)"),
+    ("exclude_modules", ["*.q_norm", 3], r"must be a list of .*, got \['\*\.q_norm', 3\]"),
+    ("exclude_modules", [""], r"must be a list of non-empty str patterns, got \[''\]"),
 ]
 
 
@@ -127,7 +131,7 @@ def test_options_are_the_annotated_values_only():
     the config, its patch and the cache key."""
     assert sorted(inductor_ext.config.get_config_copy()) == sorted([
         "always_fuse", "split_size", "target", "max_persistent_n", "ascend_vector_cores",
-        "ascend_ub_bytes", "decompose_npu_rms_norm", "tuning"])
+        "ascend_ub_bytes", "decompose_npu_rms_norm", "exclude_modules", "tuning"])
 
 
 def test_a_value_changed_in_place_is_caught_at_compile(interp):
@@ -156,6 +160,8 @@ def test_uuid_tracks_options():
     base = p.uuid()
     assert base == p.uuid()
     with inductor_ext.config.patch(always_fuse=True):
+        assert p.uuid() != base
+    with inductor_ext.config.patch(exclude_modules=["layers.0.*"]):
         assert p.uuid() != base
 
 

@@ -30,7 +30,7 @@ from .. import compat
 from ..compat import BaseSchedulerNode
 from ..plan import Planner
 from ..reasons import Reason
-from . import legality, origin
+from . import legality, origin, phrases
 from .deps import KernelGraph
 from .match import (
     Candidate,
@@ -161,8 +161,8 @@ def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
 
 
 def _rowless_detail(c: _Column, M: sympy.Expr, N: sympy.Expr) -> str:
-    return (f"{c.col.out_name} has no row reduction (dx) over [{M}, {N}] reading what it "
-            "reads: the norm's input needs no gradient, so no per-row loop runs for it to ride")
+    return (f"{phrases.column(c.col)} has no dx of its own over [{M}, {N}] to ride: the "
+            "norm's input needs no gradient, so no per-row loop runs for it")
 
 
 def _rows(nodes: Sequence[BaseSchedulerNode],
@@ -230,8 +230,9 @@ def _column(index: int, col: ColumnReduction, rows: list[_Row]) -> _Column:
                                                                     row.M, row.N)
         if not shared | handed:
             pairs.append(_Pair(row, 0, Reason.NO_SHARED_INPUT,
-                               f"{row.name} and {col.out_name} share no [M, N] buffer "
-                               "(none read by both, none the row side writes)"))
+                               f"{phrases.row(row.node)} and {phrases.column(col)} share "
+                               "no [M, N] buffer (none read by both, none the row side "
+                               "writes)"))
             continue
         pair = _Pair(row, sum(nbytes(name) for name in shared | handed), row.reason,
                      row.detail, segmented=segments is not None)
@@ -279,7 +280,8 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
                 continue
             if row.ops & absorbed_ops:
                 _fail(c, pair, Reason.PARTNER_TAKEN,
-                      f"{row.name} lost {sorted(row.ops & absorbed_ops)} to another group")
+                      f"{phrases.row(row.node)} went into another group as its column "
+                      f"({row.name} lost {sorted(row.ops & absorbed_ops)})")
                 continue
             members = groups.get(row.index, (row, []))[1]
             bad = legality.check_together(c.col, [m.col for m in members], pair.segments)
@@ -289,8 +291,11 @@ def _assign(nodes: Sequence[BaseSchedulerNode], columns: list[_Column]) -> list[
             ops = row.ops | c.ops | {op for m in members for op in m.ops}
             via = graph.cycle_through(ops)
             if via is not None:
+                between = phrases.kernel_of_ops(compat.scheduler_of(nodes),
+                                                graph.members.get(via, ()), via)
                 _fail(c, pair, Reason.PRODUCER_CONSUMER,
-                      f"{row.name} + {c.col.out_name} would run both before and after {via}")
+                      f"{phrases.row(row.node)} and {phrases.column(c.col)} would run both "
+                      f"before and after {between}")
                 continue
             c.col.segments = pair.segments
             c.col.interleaved = pair.interleaved
@@ -343,10 +348,12 @@ def _declines(rows: list[_Row], columns: list[_Column],
                 continue
             backend_reported = True
         norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
-        if reason == Reason.NO_SHARED_INPUT and norm_column and not _own_row_among(c):
+        if norm_column and not _own_row_among(c):
+            # Whatever kept it from the other rows (no common input, or a path through the
+            # Linear between: a norm right after a frozen embedding), it had no dx to join.
             reason, detail = Reason.NO_ROW_REDUCTION, (
                 _rowless_detail(c, pair.row.M, pair.row.N)
-                + f" (rows of other reductions only: {detail})")
+                + f" (rows of other reductions only: {reason}: {detail})")
         decline = _decline(pair, c, reason or Reason.INTERNAL_ERROR, detail)
         if reason == Reason.NO_SHARED_INPUT and not norm_column:
             no_shared.setdefault(shape_class(pair.row.M, pair.row.N), decline)
@@ -365,7 +372,9 @@ def _declines(rows: list[_Row], columns: list[_Column],
 
 
 def _own_row_among(c: _Column) -> bool:
-    """Whether a row reduction `c` pairs with is its own norm's (its dx)."""
+    """Whether a row reduction `c` pairs with is its own norm's (its dx): a norm column
+    without one has nothing of its own to join, whichever reason its pairs with other
+    norms' rows gave."""
     key = origin.of_node(c.col.out_node).key
     return any(o.norm and o.key == key for p in c.pairs for s in p.row.node.get_nodes()
                if s.is_reduction() for o in [origin.of_node(s)])

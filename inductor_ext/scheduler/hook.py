@@ -7,6 +7,7 @@ one summary line (debug)."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from ..ir.node import Verdict
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from ..reasons import Reason
-from . import externs, legality
+from . import externs, legality, phrases
 from .assign import find_candidates
 from .convert import convert
 from .deps import KernelGraph
@@ -174,6 +175,14 @@ def plan_candidate(cand: Candidate
     return plan, shape, None, Verdict(ok, why)
 
 
+def excluded_norms(cand: Candidate) -> list[str]:
+    """The group's norms that `config.exclude_modules` rules out, by the names the tables
+    give them (module path, else source line): the user's way to keep a module unfused."""
+    patterns = list(ext_config.exclude_modules)
+    norms = cand.attribution.norms if cand.attribution is not None else []
+    return [n for n in norms if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
 def run(nodes: Sequence[BaseSchedulerNode],
         install_codegen: Callable[[Scheduler, torch.device], None]) -> list[BaseSchedulerNode]:
     """The pass over one graph's nodes: every fused group becomes a MixOrderNode, whose
@@ -208,6 +217,14 @@ def run(nodes: Sequence[BaseSchedulerNode],
     for cand in matching.groups:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
+        excluded = excluded_norms(cand)
+        if excluded:
+            decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
+                    f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
+                    f"{'matches' if len(excluded) == 1 else 'match'} "
+                    f"config.exclude_modules {ext_config.exclude_modules}",
+                    cand.attribution, coverage)
+            continue
         try:
             plan, shape, reason, verdict = plan_candidate(cand)
             if plan is None:
@@ -225,8 +242,10 @@ def run(nodes: Sequence[BaseSchedulerNode],
             # its columns back, which can close a cycle through the ones still to come.
             via = graph.cycle_through(ops)
             if via is not None:
+                between = phrases.kernel_of_ops(sched, graph.members.get(via, ()), via)
                 decline(cand.describe(), cand.M, cand.N, Reason.PRODUCER_CONSUMER,
-                        f"would run both before and after {via}", cand.attribution, coverage)
+                        f"{phrases.group(cand.inner, cand.columns)} would run both before "
+                        f"and after {between}", cand.attribution, coverage)
                 continue
             install_codegen(sched, compat.device_of(cand.inner))
             nodes = convert(sched, nodes, cand, plan, shape, verdict=verdict, coverage=coverage)

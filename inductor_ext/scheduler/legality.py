@@ -21,6 +21,7 @@ from ..compat import BaseSchedulerNode, LoopBody, SchedulerNode, V, ir
 from ..ir.combine import accumulator_dtype
 from ..plan import Planner
 from ..reasons import Reason
+from . import phrases
 from .match import ColumnReduction, column_loop_body, index_symbols, same_size
 
 SUPPORTED_COLUMN_REDUCTIONS = ("sum", "prod", "max", "min")
@@ -48,12 +49,12 @@ def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
     from ..ir.bodies import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
-        return Reason.DYNAMIC_SEGMENTS, (f"{col.out_name} reduces per sample over "
+        return Reason.DYNAMIC_SEGMENTS, (f"{phrases.column(col)} reduces per sample over "
                                          f"{segments} samples, a symbolic count")
     (iter_sizes, red_sizes), body = column_loop_body(col)
     if segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved) is None:
         return Reason.SEGMENTED_UNSUPPORTED, (
-            f"{col.out_name} over {list(iter_sizes)} x {list(red_sizes)} does not split "
+            f"{phrases.column(col)} over {list(iter_sizes)} x {list(red_sizes)} does not split "
             f"into {segments} samples of [{sympy.simplify(M / segments)}, {N}]")
     return None
 
@@ -66,21 +67,24 @@ def check_pair(inner: BaseSchedulerNode, col: ColumnReduction, inner_ancestors: 
     per row and column); `segments`: B of a segmented pair (`interleaved`: its samples are
     the row's pieces)."""
     if col.reduction_type not in SUPPORTED_COLUMN_REDUCTIONS:
-        return Reason.UNSUPPORTED_REDUCTION_TYPE, f"{col.out_name} is a {col.reduction_type}"
+        return (Reason.UNSUPPORTED_REDUCTION_TYPE,
+                f"{phrases.column(col)} is a {col.reduction_type} reduction; the fused "
+                f"kernel takes {'/'.join(SUPPORTED_COLUMN_REDUCTIONS)} only")
     if any(compat.is_strict_reduction(node) for node in col.absorbed):
-        return Reason.UNSUPPORTED_REDUCTION_TYPE, f"{col.out_name} is a strict reduction"
+        return Reason.UNSUPPORTED_REDUCTION_TYPE, f"{phrases.column(col)} is a strict reduction"
     dtype = _column_src_dtype(col)
     if dtype is None or not dtype.is_floating_point:
-        return Reason.UNSUPPORTED_DTYPE, f"{col.out_name} accumulates {dtype}"
+        return Reason.UNSUPPORTED_DTYPE, f"{phrases.column(col)} accumulates {dtype}"
     if col.operation_names() & inner_ancestors:
-        return Reason.PRODUCER_CONSUMER, f"{inner.get_name()} needs {col.out_name}"
+        return (Reason.PRODUCER_CONSUMER,
+                f"{phrases.row(inner)} needs the result of {phrases.column(col)}")
     if col_ancestors is None:
         col_ancestors = ancestors_of(col.absorbed)
     if inner.get_operation_names() & col_ancestors:
         read, why = _row_outputs(inner, col, segments, interleaved)
         if read is None:
             return (Reason.PRODUCER_CONSUMER,
-                    f"{col.out_name} needs {inner.get_name()}: {why}")
+                    f"{phrases.column(col)} needs {phrases.row(inner)}{why}")
     return None
 
 
@@ -106,7 +110,8 @@ def row_outputs_read(inner: BaseSchedulerNode, col: ColumnReduction, segments: i
 
 def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int = 1,
                  interleaved: bool = False) -> tuple[set[str] | None, str]:
-    """``row_outputs_read``'s answer, and when it is None why: the decline's detail."""
+    """``row_outputs_read``'s answer, and when it is None why, as the end of the decline's
+    detail "<column> needs <row>...": the kernel between them, or where it reads."""
     writer = {dep.name: s for s in compat.scheduler_nodes_of(inner)
               for dep in s.read_writes.writes}
     direct = {name for name in col.reads() if name in writer}
@@ -115,16 +120,41 @@ def _row_outputs(inner: BaseSchedulerNode, col: ColumnReduction, segments: int =
     for name in direct:
         reached |= {writer[name].get_name()} | set(writer[name].ancestors)
     if not needed <= reached:
-        return None, (f"it depends on {', '.join(sorted(needed - reached))} other than "
-                      "through buffers it reads")
+        missed = set(needed - reached)
+        internal = (f"{col.out_name} depends on {', '.join(sorted(missed))} other than "
+                    "through buffers it reads")
+        between = _kernels_between(inner, col, missed)
+        if between:
+            return None, (f" through {', '.join(phrases.kernel([n]) for n in between)}, "
+                          f"not only through what it reads of it ({internal})")
+        return None, f" other than through what it reads of it ({internal})"
     M, N = col.rnumel, col.numel
     if segments > 1:
         M, N = M * segments, sympy.simplify(N / segments)
     for name in sorted(direct):
         why = _row_block_element(writer[name], col, name, M, N, segments, interleaved)
         if why is not None:
-            return None, why
+            return None, (": it reads what the row side computes away from the row block's "
+                          f"own element ({why})")
     return direct, ""
+
+
+def _kernels_between(inner: BaseSchedulerNode, col: ColumnReduction,
+                     missed: set[str]) -> list[BaseSchedulerNode]:
+    """The kernels `col` reads from that depend on the ops `missed` of `inner`: the path
+    a decline names (the matmul of the Linear between two norms)."""
+    sched = compat.scheduler_of([inner])
+    ops = inner.get_operation_names() | col.operation_names()
+    found: dict[str, BaseSchedulerNode] = {}
+    for sub in col.absorbed:
+        for dep in sub.read_writes.reads:
+            buf = getattr(sched, "name_to_buf", {}).get(dep.name)
+            node = getattr(buf, "defining_op", None)
+            if node is None or node.get_name() in ops:
+                continue
+            if node.get_name() in missed or missed & set(getattr(node, "ancestors", ())):
+                found.setdefault(node.get_name(), node)
+    return list(found.values())
 
 
 def _row_block_element(producer: SchedulerNode, col: ColumnReduction, name: str,
@@ -285,11 +315,16 @@ def check_together(col: ColumnReduction, accepted: list[ColumnReduction],
     col_ops = col.operation_names()
     for other in accepted:
         if other.operation_names() & col_ancestors or col_ops & ancestors_of(other.absorbed):
-            return Reason.PRODUCER_CONSUMER, f"{other.out_name} <-> {col.out_name}"
+            first, then = ((col, other) if other.operation_names() & col_ancestors
+                           else (other, col))
+            return Reason.PRODUCER_CONSUMER, (f"{phrases.column(first)} needs "
+                                              f"{phrases.column(then)}, a column of the "
+                                              "same group")
     group = next((other.segments for other in accepted if other.segments > 1), 1)
     if segments > 1 and group > 1 and segments != group:
-        return Reason.SEGMENTED_UNSUPPORTED, (f"{col.out_name} has {segments} samples, "
-                                              f"another column of the group {group}")
+        return Reason.SEGMENTED_UNSUPPORTED, (f"{phrases.column(col)} has {segments} "
+                                              f"samples, another column of the group "
+                                              f"{group}")
     return None
 
 
@@ -301,7 +336,7 @@ def check_target(col: ColumnReduction, segments: int,
     may still take it."""
     bad = check_accumulator(col, planner.target, planner.accumulator_dtypes)
     if bad is None and segments > 1 and planner.segments is None:
-        bad = (Reason.SEGMENTED_UNSUPPORTED, f"{col.out_name} reduces per sample; the "
+        bad = (Reason.SEGMENTED_UNSUPPORTED, f"{phrases.column(col)} reduces per sample; the "
                f"{planner.target} target has no per-sample row loop")
     return bad
 
@@ -312,8 +347,8 @@ def check_accumulator(col: ColumnReduction, flavor: str,
     dtype = _column_src_dtype(col)
     acc = accumulator_dtype(dtype) if dtype is not None else None
     if acc not in supported:
-        return Reason.UNSUPPORTED_DTYPE, (f"{col.out_name} accumulates in {acc}, which the "
-                                          f"{flavor} flavor cannot generate")
+        return Reason.UNSUPPORTED_DTYPE, (f"{phrases.column(col)} accumulates in {acc}, "
+                                          f"which the {flavor} flavor cannot generate")
     return None
 
 

@@ -21,7 +21,7 @@ import torch
 
 from ..compat import BaseSchedulerNode
 from ..reasons import Reason
-from . import origin
+from . import origin, phrases
 from .match import ColumnReduction, Decline, is_full_matrix, numels, same_size
 
 
@@ -137,8 +137,9 @@ def trivial_declines(nodes: Sequence[BaseSchedulerNode], columns: list[ColumnRed
             out.append(Decline(
                 names=f"{'+'.join(t.holders)}+{name}", M=M, N=N,
                 reason=Reason.TRIVIAL_REDUCTION,
-                detail=f"{t.fx.name} reduces {t.rnumel} element(s) per output; Inductor "
-                       "computes it without a reduction loop", attribution=attribution))
+                detail=f"{phrases.reduction(t_origin, t.fx.name)} reduces {t.rnumel} "
+                       "element(s) per output; Inductor computes it without a reduction "
+                       "loop", attribution=attribution))
             break
     return out
 
