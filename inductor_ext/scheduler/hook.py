@@ -215,6 +215,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
                 decline(cand.describe(), cand.M, cand.N, reason, verdict.detail,
                         cand.attribution, coverage)
                 continue
+            assert shape is not None  # planned from it
             graph = graph if graph is not None else KernelGraph(nodes)
             for col in cand.columns:
                 col.cast = _free_cast(sched, col, inner_ops)
@@ -234,8 +235,8 @@ def run(nodes: Sequence[BaseSchedulerNode],
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
             coverage.add_fused(attribution.norms, attribution.other_columns)
             where = f" [{' '.join(attribution.modules)}]" if attribution.modules else ""
-            log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan=%s", cand.describe(),
-                      cand.M, cand.N, where, plan)
+            log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan: %s", cand.describe(),
+                      cand.M, cand.N, where, plan.summary(shape.M_hint))
         except Exception as exc:
             warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
                       "schedule: %s", cand.describe(), exc)
