@@ -20,6 +20,14 @@ from typing import TextIO
 MAX_LISTED = 12
 
 
+def label(name: str, cls: str = "") -> str:
+    """A module as a log line shows it: a name without letters (a top-level nn.Sequential's
+    children are "3" or "3.2") with its class, "3.2 (LayerNorm)"; others as they are."""
+    if cls and cls != "?" and not any(ch.isalpha() for ch in name):
+        return f"{name} ({cls})"
+    return name
+
+
 class GraphCoverage:
     """What happened to the norms and other column reductions of one graph."""
 

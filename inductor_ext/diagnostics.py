@@ -47,11 +47,14 @@ def graph_id() -> str:
 
 
 def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: str,
-            **fields: str) -> None:
+            shown_modules: str = "", **fields: str) -> None:
     """Count, log and (if the table is on) record one declined candidate; `fields` are the
-    reject table's columns in the user's terms (norms, kind, modules, source)."""
+    reject table's columns in the user's terms (norms, kind, modules, source,
+    norm_classes), `shown_modules` the modules as the log line names them
+    (`Attribution.shown_modules`; default: the table's)."""
     metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),
                           **fields)
-    where = f" [{fields['modules']}]" if fields.get("modules") else ""
+    shown = shown_modules or fields.get("modules", "")
+    where = f" [{shown}]" if shown else ""
     log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s%s", names, M, N, reason, detail,
               where)

@@ -50,11 +50,12 @@ TABLE_COLUMNS: dict[str, list[str]] = {
         "shape_info",
         # in the user's terms (scheduler/origin.py): the norms this kernel fuses (module
         # names, else source lines), its norm and other column reductions, every module
-        # and forward source line of its reductions
-        "norms", "norm_columns", "other_columns", "modules", "source",
+        # and forward source line of its reductions; the class of each norm, in the order
+        # of `norms` ("?" where unknown)
+        "norms", "norm_columns", "other_columns", "modules", "source", "norm_classes",
     ],
     REJECT_TABLE: ["graph_id", "nodes", "M", "N", "reason", "detail",
-                   "norms", "kind", "modules", "source"],
+                   "norms", "kind", "modules", "source", "norm_classes"],
     BENCH_TABLE: ["op", "shape", "dtype", "variant", "time_us", "tbps", "copy_fraction"],
 }
 
@@ -146,14 +147,15 @@ def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
 
 def record_reject(reason: Reason, nodes: str = "", M: object = "", N: object = "",
                   detail: str = "", graph_id: object = "", norms: str = "", kind: str = "",
-                  modules: str = "", source: str = "") -> None:
+                  modules: str = "", source: str = "", norm_classes: str = "") -> None:
     """Count one decline and, if the table is on, write its mix_order_reject row. Anything
     but a `Reason` member raises `reasons.UnknownReason` (a programming error)."""
     code = check(reason).value
     counters["inductor"][_REJECT_PREFIX + code] += 1
     _add_row(REJECT_TABLE, lambda: {"graph_id": graph_id, "nodes": nodes, "M": M, "N": N,
                                     "reason": code, "detail": detail, "norms": norms,
-                                    "kind": kind, "modules": modules, "source": source})
+                                    "kind": kind, "modules": modules, "source": source,
+                                    "norm_classes": norm_classes})
 
 
 def replayed(counter_deltas: Mapping[str, int] | None) -> dict[str, int]:

@@ -38,7 +38,8 @@ def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: st
     """Record one declined candidate (diagnostics.decline) with the norms and modules it
     is about, and count it in the graph's coverage."""
     fields = attribution.reject_fields() if attribution is not None else {}
-    diagnostics.decline(names, M, N, reason, detail, **fields)
+    shown = attribution.shown_modules() if attribution is not None else ""
+    diagnostics.decline(names, M, N, reason, detail, shown, **fields)
     if coverage is not None:
         coverage.add_declined(attribution.norms if attribution is not None else [], reason)
 
@@ -234,7 +235,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
             coverage.add_fused(attribution.norms, attribution.other_columns)
-            where = f" [{' '.join(attribution.modules)}]" if attribution.modules else ""
+            where = f" [{attribution.shown_modules()}]" if attribution.modules else ""
             log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan: %s", cand.describe(),
                       cand.M, cand.N, where, plan.summary(shape.M_hint))
         except Exception as exc:
