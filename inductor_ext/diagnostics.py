@@ -27,17 +27,22 @@ def warn_once(key: str, msg: str, *args: object) -> None:
         log.debug(msg, *args)
 
 
-def graph_id() -> str:
-    """The graph being compiled, for the tables: its compile id and, inside a training
-    compile (whose forward and backward share that id), which of the two it is
-    (e.g. '0/0 backward')."""
+def compile_id() -> str:
+    """Dynamo's id of the compile under way ('0/0'; '' outside one)."""
     try:
         from torch._guards import CompileContext
 
         cid = CompileContext.current_compile_id()
-        gid = "" if cid is None else str(cid)
+        return "" if cid is None else str(cid)
     except Exception:
-        gid = ""
+        return ""
+
+
+def graph_id() -> str:
+    """The graph being compiled, for the tables: its compile id and, inside a training
+    compile (whose forward and backward share that id), which of the two it is
+    (e.g. '0/0 backward')."""
+    gid = compile_id()
     try:
         graph = V.graph
         part = "backward" if graph.is_backward else "" if graph.is_inference else "forward"
