@@ -22,8 +22,9 @@ from typing import Any, TextIO
 
 #: Declined norms listed by name in the report, beyond which they are only counted.
 MAX_LISTED = 12
-#: Groups of names one section of a log line lists, beyond which they are only counted.
-MAX_IN_LINE = 4
+#: Characters of a summary line beyond which its lists of names stop (each list names one
+#: group at least) and count the rest: "and 3 more".
+LINE_BUDGET = 200
 #: The parts of a training compile (which share one compile id) a graph id may end in.
 PARTS = ("forward", "backward")
 
@@ -98,12 +99,19 @@ def _numbers(values: Iterable[int]) -> str:
     return "{" + ",".join(items) + "}"
 
 
-def _listed(names: Iterable[str], classes: Mapping[str, str]) -> str:
-    """Grouped names, at most MAX_IN_LINE groups, then how many names are left out."""
+def _listed(names: Iterable[str], classes: Mapping[str, str], room: int) -> str:
+    """Grouped names: the first group, then the next while the list and its count of the
+    names left out ("and 3 more") fit `room` characters."""
     groups = _grouped(names, classes)
-    text = ", ".join(g for g, _ in groups[:MAX_IN_LINE])
-    more = sum(n for _, n in groups[MAX_IN_LINE:])
-    return text + (f" and {more} more" if more else "")
+
+    def text(k: int) -> str:
+        more = sum(n for _, n in groups[k:])
+        return ", ".join(g for g, _ in groups[:k]) + (f" and {more} more" if more else "")
+
+    shown = 1
+    while shown < len(groups) and len(text(shown + 1)) <= room:
+        shown += 1
+    return text(shown)
 
 
 def split_graph_id(graph_id: str) -> tuple[str, str]:
@@ -176,16 +184,18 @@ class GraphCoverage:
 
     def line(self) -> str:
         """The one-line summary the hook logs: counts, then the norms fused and declined
-        (by reason) by name, grouped, then other columns where there were any."""
+        (by reason) by name, grouped, as many as LINE_BUDGET leaves room for, then other
+        columns where there were any."""
         text = (f"graph {self.graph_id or '?'}: norms {len(self.found)} found, "
                 f"{len(self.fused)} fused, {len(self.declined)} declined")
-        if self.fused:
-            text += "; fused: " + _listed(self.fused, self.classes)
+        sections = [("fused", self.fused)] if self.fused else []
         by_reason: dict[str, list[str]] = {}
         for norm, reason in self.declined.items():
             by_reason.setdefault(reason, []).append(norm)
-        for reason, norms in by_reason.items():
-            text += f"; declined ({reason}): " + _listed(norms, self.classes)
+        sections += [(f"declined ({reason})", norms) for reason, norms in by_reason.items()]
+        for title, norms in sections:
+            text += f"; {title}: "
+            text += _listed(norms, self.classes, LINE_BUDGET - len(text))
         others = [f"{self.other_fused} fused"] if self.other_fused else []
         if self.other_declined:
             others.append(f"{sum(self.other_declined.values())} declined"

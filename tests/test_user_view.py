@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import inductor_ext
-from inductor_ext.coverage import GraphCoverage, group_names, label
+from inductor_ext.coverage import LINE_BUDGET, GraphCoverage, group_names, label
 from inductor_ext.plan.types import FinalizeBlock, LaunchPlan
 from tests.support.tuning import tuned
 
@@ -95,8 +95,16 @@ def test_summary_line_lists_by_status_and_truncates():
         "graph 1/0 backward: norms 18 found, 10 fused, 8 declined; "
         "fused: model.layers.{0..9}.input_layernorm; "
         "declined (not_profitable): model.layers.{10,11}.input_layernorm; "
-        "declined (producer_consumer): blk0.norm, blk1.norm, blk2.norm, blk3.norm and 2 more; "
+        "declined (producer_consumer): blk0.norm and 5 more; "
         "other columns: 2 fused, 1 declined (no_shared_input 1)")
+    # a list names what fits the line's budget, then counts the rest
+    many = GraphCoverage("0/0 backward")
+    many.add_fused([f"encoder{i}.final_layer_norm" for i in range(20)], 0)
+    line = many.line()
+    assert len(line) <= LINE_BUDGET < len(line + ", encoder9.final_layer_norm")
+    shown = line.split("fused: ")[1].split(" and ")[0].split(", ")
+    assert shown == [f"encoder{i}.final_layer_norm" for i in range(len(shown))]
+    assert line.endswith(f" and {20 - len(shown)} more") and len(shown) > 2
 
 
 def test_summary_survives_its_encoding():
