@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -225,3 +226,30 @@ def test_warm_cache_replays_the_info_line(tmp_path):
     assert warm[0].startswith(f"inductor_ext: FX graph cache replay of {summary};"), warm
     assert warm[0].endswith("(a cache hit writes no metric tables; "
                             "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 to get them)"), warm
+
+
+def test_origin_names_the_module_class():
+    """The class comes from the module stack (a class, or the dotted name Dynamo may keep),
+    is kept per module and norm, and fills the tables' norm_classes in the order of norms
+    ('?' where unknown)."""
+    from inductor_ext.scheduler import origin
+
+    def fx(path: str, cls: object) -> SimpleNamespace:
+        return SimpleNamespace(meta={"fwd_nn_module_stack": {"k": (path, cls)},
+                                     "original_aten": ""})
+
+    qk = origin.of_fx(fx("L['self'].model.layers.0.self_attn.q_norm",
+                         "transformers.models.qwen3.modeling_qwen3.Qwen3RMSNorm"))
+    ln = origin.of_fx(fx("L['self']._modules['3']", torch.nn.LayerNorm))
+    bias = origin.of_fx(fx("L['self']._modules['2']", torch.nn.Linear))
+    assert (qk.module, qk.cls, qk.norm) == ("model.layers.0.self_attn.q_norm", "Qwen3RMSNorm",
+                                            True)
+    assert (ln.module, ln.cls, ln.norm, bias.cls, bias.norm) == ("3", "LayerNorm", True,
+                                                                 "Linear", False)
+    unknown = origin.Origin(module="", source="f.py:3", norm=True)
+    attribution = origin.attribute([ln, unknown], [bias, qk])
+    assert attribution.norms == ["model.layers.0.self_attn.q_norm", "3", "f.py:3"]
+    assert attribution.fusion_fields()["norm_classes"] == "Qwen3RMSNorm LayerNorm ?"
+    assert attribution.reject_fields()["norm_classes"] == "Qwen3RMSNorm LayerNorm ?"
+    assert attribution.shown_modules() == \
+        "2 (Linear), model.layers.0.self_attn.q_norm, 3 (LayerNorm)"
