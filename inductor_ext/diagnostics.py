@@ -27,17 +27,22 @@ def warn_once(key: str, msg: str, *args: object) -> None:
         log.debug(msg, *args)
 
 
-def graph_id() -> str:
-    """The graph being compiled, for the tables: its compile id and, inside a training
-    compile (whose forward and backward share that id), which of the two it is
-    (e.g. '0/0 backward')."""
+def compile_id() -> str:
+    """Dynamo's id of the compile under way ('0/0'; '' outside one)."""
     try:
         from torch._guards import CompileContext
 
         cid = CompileContext.current_compile_id()
-        gid = "" if cid is None else str(cid)
+        return "" if cid is None else str(cid)
     except Exception:
-        gid = ""
+        return ""
+
+
+def graph_id() -> str:
+    """The graph being compiled, for the tables: its compile id and, inside a training
+    compile (whose forward and backward share that id), which of the two it is
+    (e.g. '0/0 backward')."""
+    gid = compile_id()
     try:
         graph = V.graph
         part = "backward" if graph.is_backward else "" if graph.is_inference else "forward"
@@ -47,11 +52,14 @@ def graph_id() -> str:
 
 
 def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: str,
-            **fields: str) -> None:
+            shown_modules: str = "", **fields: str) -> None:
     """Count, log and (if the table is on) record one declined candidate; `fields` are the
-    reject table's columns in the user's terms (norms, kind, modules, source)."""
+    reject table's columns in the user's terms (norms, kind, modules, source,
+    norm_classes), `shown_modules` the modules as the log line names them
+    (`Attribution.shown_modules`; default: the table's)."""
     metrics.record_reject(reason, nodes=names, M=M, N=N, detail=detail, graph_id=graph_id(),
                           **fields)
-    where = f" [{fields['modules']}]" if fields.get("modules") else ""
+    shown = shown_modules or fields.get("modules", "")
+    where = f" [{shown}]" if shown else ""
     log.debug("inductor_ext: declined %s (M=%s, N=%s): %s %s%s", names, M, N, reason, detail,
               where)

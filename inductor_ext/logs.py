@@ -1,6 +1,8 @@
-"""The ``inductor_ext`` log, controlled like Inductor's: ``TORCH_LOGS="+inductor_ext"``
-prints one line per decision (fused or declined, with the reason), and one line when a
-warm FX-graph cache replays what an earlier compile decided."""
+"""The ``inductor_ext`` log, controlled like Inductor's: ``TORCH_LOGS="inductor_ext"``
+(info) prints one line per graph with a decision, naming its norms fused and declined
+(coverage.py), and the same line, marked as a replay, when a warm FX-graph cache hit
+replays it (cache_hits.py); ``TORCH_LOGS="+inductor_ext"`` (debug) adds one line per
+decision (fused, with its plan, or declined, with the reason)."""
 
 from __future__ import annotations
 
@@ -47,8 +49,8 @@ def register() -> None:
 
 
 def log_cache_hit(replayed: Mapping[str, int]) -> None:
-    """One line for an FX-graph cache hit whose replayed counters hold our decisions (the
-    decisions themselves were logged when the graph was first compiled)."""
+    """One debug line for an FX-graph cache hit whose replayed counters hold our decisions
+    but no graph summary to replay as the info line (cache_hits.py)."""
     if replayed:
         log.debug("inductor_ext: FX graph cache hit, replayed %s (decided when the graph "
                   "was first compiled)",

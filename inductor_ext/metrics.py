@@ -3,7 +3,9 @@
 Counters live in ``torch._dynamo.utils.counters["inductor"]`` under ``inductor_ext_*`` keys.
 Inductor stores the change of those counters with each FX-graph cache entry and replays it
 on a hit, so a warm cache reports the same fused kernels and declines as a cold compile.
-Read them as ``inductor_ext.metrics.mix_order_kernels`` (int),
+Each graph with a decision also keeps its summary by name (``inductor_ext_graph_*``, read by
+the cache-hit log line, not counted by the accessors below). Read them as
+``inductor_ext.metrics.mix_order_kernels`` (int),
 ``inductor_ext.metrics.rejected_pairs`` (Counter by reason), ``fused_columns`` (Counter:
 "norm" for a norm's dw/db, "other" for column reductions that rode along, such as a
 Linear's bias grad) and ``norms`` / ``norms_declined`` (per graph: norms found, fused and
@@ -38,6 +40,10 @@ _REJECT_PREFIX = "inductor_ext_rejected_"
 _COLUMNS_PREFIX = "inductor_ext_fused_columns_"
 _NORMS_PREFIX = "inductor_ext_norms_"
 _NORMS_DECLINED_PREFIX = "inductor_ext_norms_declined_"
+#: One key per graph with a decision: its summary (coverage.GraphCoverage.encode), which
+#: rides the FX-graph cache's counter deltas so that a warm hit can log it by name. No
+#: accessor above reads it; counts of everything else are in the keys above.
+_GRAPH_PREFIX = "inductor_ext_graph_"
 
 FUSION_TABLE = "mix_order_fusion"
 REJECT_TABLE = "mix_order_reject"
@@ -54,11 +60,12 @@ TABLE_COLUMNS: dict[str, list[str]] = {
         "shape_info",
         # in the user's terms (scheduler/origin.py): the norms this kernel fuses (module
         # names, else source lines), its norm and other column reductions, every module
-        # and forward source line of its reductions
-        "norms", "norm_columns", "other_columns", "modules", "source",
+        # and forward source line of its reductions; the class of each norm, in the order
+        # of `norms` ("?" where unknown)
+        "norms", "norm_columns", "other_columns", "modules", "source", "norm_classes",
     ],
     REJECT_TABLE: ["graph_id", "nodes", "M", "N", "reason", "detail",
-                   "norms", "kind", "modules", "source"],
+                   "norms", "kind", "modules", "source", "norm_classes"],
     BENCH_TABLE: ["op", "shape", "dtype", "variant", "time_us", "tbps", "copy_fraction"],
 }
 
@@ -153,16 +160,22 @@ def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
                                              "norms_declined": dict(declined)})
 
 
+def record_graph(summary: str) -> None:
+    """Keep one graph's summary (text: coverage.GraphCoverage.encode) among the counters."""
+    counters["inductor"][_GRAPH_PREFIX + summary] += 1
+
+
 def record_reject(reason: Reason, nodes: str = "", M: object = "", N: object = "",
                   detail: str = "", graph_id: object = "", norms: str = "", kind: str = "",
-                  modules: str = "", source: str = "") -> None:
+                  modules: str = "", source: str = "", norm_classes: str = "") -> None:
     """Count one decline and, if the table is on, write its mix_order_reject row. Anything
     but a `Reason` member raises `reasons.UnknownReason` (a programming error)."""
     code = check(reason).value
     counters["inductor"][_REJECT_PREFIX + code] += 1
     _add_row(REJECT_TABLE, lambda: {"graph_id": graph_id, "nodes": nodes, "M": M, "N": N,
                                     "reason": code, "detail": detail, "norms": norms,
-                                    "kind": kind, "modules": modules, "source": source})
+                                    "kind": kind, "modules": modules, "source": source,
+                                    "norm_classes": norm_classes})
 
 
 def replayed(counter_deltas: Mapping[str, int] | None) -> dict[str, int]:
@@ -174,6 +187,14 @@ def replayed(counter_deltas: Mapping[str, int] | None) -> dict[str, int]:
         elif count and key.startswith(_REJECT_PREFIX):
             out[f"declined {key[len(_REJECT_PREFIX):]}"] = count
     return out
+
+
+def replayed_graphs(counter_deltas: Mapping[str, int] | None) -> list[str]:
+    """The graph summaries (`record_graph`) among an FX-graph cache entry's changes of the
+    "inductor" counters, once per count."""
+    return [key[len(_GRAPH_PREFIX):]
+            for key, count in dict(counter_deltas or {}).items()
+            if key.startswith(_GRAPH_PREFIX) for _ in range(max(0, count))]
 
 
 def record_bench(op: str, shape: str, dtype: str, variant: str, time_us: float,

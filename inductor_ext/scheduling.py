@@ -52,6 +52,7 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: TritonScheduling,
                    "Inductor's kernels instead: %s", node.get_name(), exc)
         attribution = getattr(node, "attribution", None)
         decline(node.get_name(), node.M, node.N, Reason.INTERNAL_ERROR, f"codegen: {exc!r}",
+                attribution.shown_modules() if attribution is not None else "",
                 **(attribution.reject_fields() if attribution is not None else {}))
         if node.coverage is not None:
             norms, _, other_columns = node.column_counts()

@@ -241,9 +241,9 @@ def test_coverage_from_tables_counts_a_norm_declined_once_anywhere():
         (["ln_a", "ln_b"], ["ln_a"], {"ln_b": "producer_consumer"})
     assert first.other_fused == 1 and first.other_declined == {"no_shared_input": 1}
     assert first.line() == (
-        "graph 0/0 backward: norms 2 found, 1 fused, 1 declined (producer_consumer 1); "
-        "other columns 1 fused, 1 declined (no_shared_input 1); declined: ln_b "
-        "(producer_consumer)")
+        "graph 0/0 backward: norms 2 found, 1 fused, 1 declined; fused: ln_a; "
+        "declined (producer_consumer): ln_b; other columns: 1 fused, 1 declined "
+        "(no_shared_input 1)")
     assert (second.found, second.fused, second.declined) == (["ln_c"], ["ln_c"], {})
 
 

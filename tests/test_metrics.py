@@ -188,15 +188,18 @@ def test_torch_logs_prints_decisions(tmp_path):
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [ln for ln in res.stderr.splitlines() if "inductor_ext" in ln]
-    # One decision, one line: a decline, then a fusion (two handlers printed each twice).
-    assert len(lines) == 2, lines
+    # One decision, one line, then the graph's summary: a decline, then a fusion (two
+    # handlers printed each twice).
+    assert len(lines) == 4, lines
     assert "declined" in lines[0] and "not_profitable" in lines[0], lines
-    assert "fused" in lines[1] and "M=64" in lines[1], lines
+    assert "other columns: 1 declined (not_profitable 1)" in lines[1], lines
+    assert "fused" in lines[2] and "M=64" in lines[2], lines
+    assert "norms 0 found" in lines[3] and "other columns: 1 fused" in lines[3], lines
 
 
-def test_torch_logs_one_line_for_a_fused_kernel_and_one_for_a_cache_hit(tmp_path):
-    """A cold compile logs its one decision; a warm FX-graph cache, which replays the
-    counters without running the pass, logs one line saying what it replayed."""
+def test_torch_logs_a_fused_kernel_and_a_cache_hit(tmp_path):
+    """A cold compile logs its one decision and the graph's summary; a warm FX-graph cache,
+    which replays the counters without running the pass, logs the summary it replayed."""
     code = textwrap.dedent("""
         import torch, inductor_ext
         from inductor_ext.interpreter import cpu_interpret
@@ -217,8 +220,11 @@ def test_torch_logs_one_line_for_a_fused_kernel_and_one_for_a_cache_hit(tmp_path
         assert res.returncode == 0, res.stderr[-2000:]
         assert "kernels 1" in res.stdout
     cold, warm = ([ln for ln in r.stderr.splitlines() if "inductor_ext" in ln] for r in runs)
-    assert len(cold) == 1 and "inductor_ext: fused" in cold[0], cold
-    assert len(warm) == 1 and "FX graph cache hit, replayed fused x1" in warm[0], warm
+    assert len(cold) == 2 and "inductor_ext: fused" in cold[0], cold
+    summary = cold[1].split("inductor_ext: ", 1)[1]
+    assert summary.startswith("graph ") and "other columns: 1 fused" in summary, cold
+    assert len(warm) == 1 and f"inductor_ext: FX graph cache replay of {summary} (" in warm[0]
+    assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1" in warm[0], warm
 
 
 @pytest.mark.parametrize("content", [None, "a,b\n1,2\n", "", b"\x7fELF\xd0\x00"])

@@ -64,7 +64,7 @@ class MixOrderNode(FusedSchedulerNode):
         """The mix_order_fusion columns that name the user's modules (origin.py)."""
         if self.attribution is None:
             return {"norms": "", "norm_columns": 0, "other_columns": len(self.columns),
-                    "modules": "", "source": ""}
+                    "modules": "", "source": "", "norm_classes": ""}
         return self.attribution.fusion_fields()
 
     def debug_str_extra(self) -> str:

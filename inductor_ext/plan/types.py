@@ -208,6 +208,29 @@ class LaunchPlan:
         blocks = -(-self.row_blocks_per_segment(M) // self.programs_per_segment)
         return blocks * self.block_m
 
+    def summary(self, M: int | None = None) -> str:
+        """The plan's essentials in one short phrase, for log lines (the repr runs to ~700
+        characters): programs, rows per block and per program (`M` given), how the row is
+        walked, segments, the configs the autotuner times, the final step."""
+        grid = f"{self.programs}x{self.column_groups}" if self.column_groups > 1 else (
+            str(self.programs))
+        parts = [f"{self.target}: programs={grid}", f"block_m={self.block_m}"]
+        if M is not None:
+            parts.append(f"split={self.rows_per_program(M)}")
+        if not self.column_tiled:
+            parts.append(f"row={self.r0_block}")
+        elif self.register_tiles:
+            parts.append(f"column tiles={self.register_tiles}x{self.r0_block} in registers")
+        else:
+            parts.append(f"column tiles of {self.r0_block}, looped")
+        if self.segments > 1:
+            parts.append(f"segments={self.segments}"
+                         + (" interleaved" if self.interleaved_segments else ""))
+        parts.append(f"configs={len(self.configs) or 1}")
+        parts.append("final=aten" if self.final_step is None
+                     else f"final={self.final_step.columns}cols")
+        return " ".join(parts)
+
     def to_meta(self) -> dict[str, Any]:
         """A plain dict (written into the kernel's inductor_meta by repr)."""
         return dataclasses.asdict(self)

@@ -383,9 +383,9 @@ def _own_row_among(c: _Column) -> bool:
 def _decline(pair: _Pair, c: _Column, reason: Reason, detail: str) -> Decline:
     col_origin = origin.of_node(c.col.out_node)
     attribution = origin.attribute([], [col_origin])
-    row_modules = [origin.of_node(s).module for s in pair.row.node.get_nodes()
-                   if s.is_reduction()]
+    row_origins = [origin.of_node(s) for s in pair.row.node.get_nodes() if s.is_reduction()]
     attribution.modules = list(dict.fromkeys([*attribution.modules,
-                                              *(m for m in row_modules if m)]))
+                                              *(o.module for o in row_origins if o.module)]))
+    attribution.classes = {**origin.classes(row_origins), **attribution.classes}
     return Decline(names=f"{pair.row.name}+{c.col.out_name}", M=pair.row.M, N=pair.row.N,
                    reason=reason, detail=detail, attribution=attribution)

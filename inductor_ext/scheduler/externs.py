@@ -95,7 +95,8 @@ def scan(nodes: Sequence[BaseSchedulerNode]) -> list[ExternNorm]:
             M, N = _rows_and_columns(snode)
             attribution = Attribution(
                 norms=[where.key], modules=[where.module] if where.module else [],
-                sources=[where.source] if where.source else [])
+                sources=[where.source] if where.source else [],
+                classes=origin.classes([where]))
             found.append(ExternNorm(snode.get_name(), op, M, N, detail, attribution))
         return found
     except Exception as exc:  # counting must never break a compile

@@ -2,8 +2,9 @@
 fall back on any failure.
 
 At the end of the pass it counts the graph's norms found, fused and declined
-(``inductor_ext.coverage``) and, when the graph had more than one decision, logs them in
-one summary line (debug)."""
+(``inductor_ext.coverage``) and, when the graph had a decision, logs them by name in one
+summary line (info: ``TORCH_LOGS="inductor_ext"``; the decisions themselves are debug,
+``TORCH_LOGS="+inductor_ext"``)."""
 
 from __future__ import annotations
 
@@ -39,9 +40,13 @@ def decline(names: str, M: sympy.Expr, N: sympy.Expr, reason: Reason, detail: st
     """Record one declined candidate (diagnostics.decline) with the norms and modules it
     is about, and count it in the graph's coverage."""
     fields = attribution.reject_fields() if attribution is not None else {}
-    diagnostics.decline(names, M, N, reason, detail, **fields)
+    shown = attribution.shown_modules() if attribution is not None else ""
+    diagnostics.decline(names, M, N, reason, detail, shown, **fields)
     if coverage is not None:
-        coverage.add_declined(attribution.norms if attribution is not None else [], reason)
+        if attribution is None:
+            coverage.add_declined([], reason)
+        else:
+            coverage.add_declined(attribution.norms, reason, attribution.classes)
 
 
 def _hint(expr: sympy.Expr) -> int:
@@ -232,6 +237,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
                 decline(cand.describe(), cand.M, cand.N, reason, verdict.detail,
                         cand.attribution, coverage)
                 continue
+            assert shape is not None  # planned from it
             graph = graph if graph is not None else KernelGraph(nodes)
             for col in cand.columns:
                 col.cast = _free_cast(sched, col, inner_ops)
@@ -251,10 +257,11 @@ def run(nodes: Sequence[BaseSchedulerNode],
             nodes = convert(sched, nodes, cand, plan, shape, verdict=verdict, coverage=coverage)
             graph.merge(ops, f"mix_order:{cand.inner.get_name()}")
             attribution = cand.attribution or Attribution([], [], [], 0, len(cand.columns))
-            coverage.add_fused(attribution.norms, attribution.other_columns)
-            where = f" [{' '.join(attribution.modules)}]" if attribution.modules else ""
-            log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan=%s", cand.describe(),
-                      cand.M, cand.N, where, plan)
+            coverage.add_fused(attribution.norms, attribution.other_columns,
+                               attribution.classes)
+            where = f" [{attribution.shown_modules()}]" if attribution.modules else ""
+            log.debug("inductor_ext: fused %s (M=%s, N=%s)%s plan: %s", cand.describe(),
+                      cand.M, cand.N, where, plan.summary(shape.M_hint))
         except Exception as exc:
             warn_once("convert", "inductor_ext: could not fuse %s, keeping Inductor's "
                       "schedule: %s", cand.describe(), exc)
@@ -297,9 +304,12 @@ def _free_cast(sched: Scheduler, col: ColumnReduction, inner_ops: set[str]
 
 
 def _finish(coverage: GraphCoverage) -> None:
-    """Count the graph's norms; summarise them in one line where the graph had more than
-    one decision (each decision already has its own line)."""
+    """Count the graph's norms and, where the graph had a decision, summarise them in one
+    info line (each decision has its own debug line); the summary is counted too, so that
+    a warm FX-graph cache, which replays counters instead of running this pass, logs it
+    again (cache_hits.py)."""
     metrics.record_norms(len(coverage.found), len(coverage.fused),
                          coverage.declined_by_reason())
-    if coverage.decisions() > 1:
-        log.debug("inductor_ext: %s", coverage.line())
+    if coverage.decisions():
+        metrics.record_graph(coverage.encode())
+        log.info("inductor_ext: %s", coverage.line())

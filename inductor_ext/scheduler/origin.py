@@ -45,6 +45,9 @@ class Origin:
     module: str  # dotted module path relative to the compiled frame ('' if none)
     source: str  # "file.py:123" of the forward code ('' if unknown)
     norm: bool
+    #: The module's class ("LayerNorm", "Qwen3RMSNorm"; '' if unknown): it says what a
+    #: name of digits alone ("3.2", a child of a top-level nn.Sequential) is.
+    cls: str = ""
 
     @property
     def kind(self) -> str:
@@ -85,7 +88,7 @@ def of_fx(fx_node: torch.fx.Node | None) -> Origin:
     norm_module = backward and "norm" in type_name.lower()
     norm_op = "norm_backward" in aten and ("layer_norm" in aten or "rms_norm" in aten)
     return Origin(module=module, source=_source(meta.get("stack_trace")),
-                  norm=norm_module or norm_op)
+                  norm=norm_module or norm_op, cls=type_name)
 
 
 def _main_fx_node(snode: BaseSchedulerNode) -> torch.fx.Node | None:
@@ -176,7 +179,19 @@ def attribute(rows: Iterable[Origin], columns: Iterable[Origin]) -> Attribution:
         modules=_unique(o.module for o in everything if o.module),
         sources=_unique(o.source for o in everything if o.source),
         norm_columns=sum(o.norm for o in columns),
-        other_columns=sum(not o.norm for o in columns))
+        other_columns=sum(not o.norm for o in columns),
+        classes=classes(everything))
+
+
+def classes(origins: Iterable[Origin]) -> dict[str, str]:
+    """The class of each module and norm key among `origins` (the first origin's, where
+    two disagree)."""
+    out: dict[str, str] = {}
+    for o in origins:
+        if o.cls:
+            for name in {o.module, o.key} - {"", "?"}:
+                out.setdefault(name, o.cls)
+    return out
 
 
 def _unique(items: Iterable[str]) -> list[str]:
