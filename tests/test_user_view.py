@@ -253,3 +253,64 @@ def test_origin_names_the_module_class():
     assert attribution.reject_fields()["norm_classes"] == "Qwen3RMSNorm LayerNorm ?"
     assert attribution.shown_modules() == \
         "2 (Linear), model.layers.0.self_attn.q_norm, 3 (LayerNorm)"
+
+
+_FROZEN_EMBEDDING_SCRIPT = textwrap.dedent('''
+    import torch, inductor_ext
+    from inductor_ext.interpreter import cpu_interpret
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 32).requires_grad_(False)
+            self.embed_norm = torch.nn.LayerNorm(32)
+            self.proj = torch.nn.Linear(32, 32)
+            self.out_norm = torch.nn.RMSNorm(32)
+
+        def forward(self, ids):
+            return self.out_norm(self.proj(self.embed_norm(self.embed(ids))))
+
+    torch.manual_seed(0)
+    with cpu_interpret(), torch._inductor.config.patch(inductor_ext.options()), \\
+            torch._inductor.config.patch(fx_graph_cache=True, force_disable_caches=False), \\
+            inductor_ext.config.patch(always_fuse=True):
+        torch.compile(Model())(torch.randint(0, 100, (4, 16))).pow(2).sum().backward()
+''')
+
+
+def test_a_training_step_names_its_norms_cold_warm_and_in_the_report(tmp_path):
+    """The user's view end to end (issue 41): a LayerNorm after a frozen embedding and an
+    RMSNorm after a Linear, one training step under TORCH_LOGS="inductor_ext" in two
+    processes on one cache directory. Cold and warm, one INFO line names both modules with
+    their status (the frozen one no_row_reduction); the report of the cold run's tables
+    names both, norms first."""
+    cache, cold_dir, warm_dir = (tmp_path / d for d in ("cache", "cold", "warm"))
+    env = {**os.environ, "TORCH_LOGS": "inductor_ext", "TRITON_INTERPRET": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(cache),
+           "TORCHINDUCTOR_ENABLED_METRIC_TABLES": "mix_order_fusion,mix_order_reject"}
+    lines = []
+    for cwd in (cold_dir, warm_dir):
+        cwd.mkdir()
+        res = subprocess.run([sys.executable, "-c", _FROZEN_EMBEDDING_SCRIPT], env=env,
+                             cwd=cwd, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-2000:]
+        lines.append([ln[ln.index("inductor_ext: "):] for ln in res.stderr.splitlines()
+                      if "inductor_ext: " in ln])
+    summary = ("graph 0/0 backward: norms 2 found, 1 fused, 1 declined; fused: out_norm; "
+               "declined (no_row_reduction): embed_norm")
+    cold, warm = lines
+    assert len(cold) == 1 and cold[0].startswith(f"inductor_ext: {summary}"), cold
+    assert len(warm) == 1 and warm[0].startswith(
+        f"inductor_ext: FX graph cache replay of {summary}"), warm
+    assert not list(warm_dir.glob("*.csv"))  # a hit writes no tables, as the line says
+    tables = sorted(str(p) for p in cold_dir.glob("metric_table_mix_order_*.csv"))
+    report = subprocess.run([sys.executable, "-m", "inductor_ext.report", *tables], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    head = report.stdout.splitlines()[:4]
+    assert head[0] == "norms: 2 in 1 graph, 1 fused, 1 declined", head
+    rows = {ln.split()[0]: ln.split(None, 3)[1:] for ln in head[2:]}
+    assert rows["embed_norm"][:2] == ["LayerNorm", "0/0"], rows
+    assert "declined: no_row_reduction" in rows["embed_norm"][2], rows
+    assert rows["out_norm"][:2] == ["RMSNorm", "0/0"], rows
+    assert rows["out_norm"][2].startswith("backward  fused into triton_"), rows
