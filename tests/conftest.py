@@ -21,6 +21,7 @@ import torch  # noqa: E402
 
 import inductor_ext  # noqa: E402
 from inductor_ext.interpreter import cpu_interpret  # noqa: E402
+from tests.support.tables import TABLES  # noqa: E402
 
 
 @pytest.fixture
@@ -39,6 +40,15 @@ def plugin(interp):
     with torch._inductor.config.patch(inductor_ext.options()), \
             inductor_ext.config.patch(always_fuse=True):
         yield
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    """The plugin's metric tables on, written to a fresh working directory (read them with
+    tests.support.tables.rows)."""
+    monkeypatch.chdir(tmp_path)
+    with torch._inductor.config.patch(enabled_metric_tables=TABLES):
+        yield tmp_path
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 stacks fuses (plain, activation-checkpointed, dynamic shapes) with gradients that match
 eager; the tables and logs name the user's modules; nothing is silent."""
 
-import csv
 import inspect
 import os
 
@@ -13,25 +12,10 @@ import torch.nn.functional as F
 import inductor_ext
 from inductor_ext import report
 from tests.support import models
+from tests.support import tables as tables_
 from tests.support.reference import assert_close, autograd_grads, float64_grads, rms_norm
+from tests.support.tables import TABLES
 from tests.support.tuning import tuned
-
-TABLES = "mix_order_fusion,mix_order_reject"
-
-
-@pytest.fixture
-def tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with torch._inductor.config.patch(enabled_metric_tables=TABLES):
-        yield tmp_path
-
-
-def _rows(name):
-    path = f"metric_table_{name}.csv"
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _named(expected: str, module: torch.nn.Module, names: set[str]) -> bool:
@@ -61,14 +45,14 @@ def _check_model(name: str, variant: str) -> None:
     # (after a graph break) counts its norms once.
     assert metrics.norms["found"] == metrics.norms["fused"] >= 1
     assert metrics.norms["found"] <= len(norms)
-    fused_rows = _rows("mix_order_fusion")
+    fused_rows = tables_.rows("mix_order_fusion")
     if len({row["graph_id"] for row in fused_rows}) == 1:  # one backward graph: every norm
         assert metrics.norms["found"] == len(norms)
     fused_names = {n for row in fused_rows for n in row["norms"].split()}
     modules = dict(work.model.named_modules())
     missing = [n for n in norms if not _named(n, modules[n], fused_names)]
     assert not missing, (missing, fused_names)
-    assert not any(row["kind"] == "norm" for row in _rows("mix_order_reject"))
+    assert not any(row["kind"] == "norm" for row in tables_.rows("mix_order_reject"))
 
 
 # T5 under dynamic=True takes minutes in the interpreter (it passes: run
@@ -134,7 +118,7 @@ def test_rmsnorm_backward_without_a_reduction_pair_records_why(plugin, tables, M
                  eager=autograd_grads(rms_norm, [x, w], dy))
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs == {"trivial_reduction": 1}
-    (row,) = _rows("mix_order_reject")
+    (row,) = tables_.rows("mix_order_reject")
     assert row["reason"] == "trivial_reduction" and row["graph_id"].endswith("backward")
     assert (row["M"], row["N"]) == (str(M), str(N))
 
@@ -167,7 +151,7 @@ def test_cpp_backend_records_unsupported_backend_once_per_graph():
 def test_tables_report_and_log_name_the_modules(plugin, tables, capsys, ext_records):
     work = models.build("rmsnorm_stack")
     models.grads(work, torch.compile(work.model))
-    fused = _rows("mix_order_fusion")
+    fused = tables_.rows("mix_order_fusion")
     assert sorted(n for row in fused for n in row["norms"].split()) == \
         ["final", "norms.0", "norms.1"]
     assert sum(int(r["norm_columns"]) for r in fused) == 3  # one dw per RMSNorm
@@ -199,7 +183,7 @@ def test_declined_norm_is_named_in_the_report(plugin, tables, capsys):
             tuned("cuda", min_rows_per_program=1 << 20):
         work = models.build("layernorm_stack")
         models.grads(work, torch.compile(work.model))
-    rejected = _rows("mix_order_reject")
+    rejected = tables_.rows("mix_order_reject")
     assert {row["reason"] for row in rejected} == {"not_profitable"}
     assert {n for row in rejected for n in row["norms"].split()} == \
         {"final", "norms.0", "norms.1"}
@@ -267,8 +251,8 @@ def test_norm_without_dx_is_declined_by_name(plugin, tables, width_out):
     net = Net()
     x = torch.randn(64, 32)  # no gradient: norm_in's backward is dw and db alone
     torch.compile(net)(x).pow(2).sum().backward()
-    fused = {n for row in _rows("mix_order_fusion") for n in row["norms"].split()}
-    rejected = _rows("mix_order_reject")
+    fused = {n for row in tables_.rows("mix_order_fusion") for n in row["norms"].split()}
+    rejected = tables_.rows("mix_order_reject")
     declined = {n: row["reason"] for row in rejected for n in row["norms"].split()}
     assert "norm_out" in fused
     assert declined == {"norm_in": "no_row_reduction"}

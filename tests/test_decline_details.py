@@ -3,7 +3,6 @@ dw/db, the kernel between them) before Inductor's buffer and op names; a norm ri
 a frozen embedding is recorded `no_row_reduction`; `config.exclude_modules` keeps the norms
 it names unfused, recorded `excluded_by_config`."""
 
-import csv
 import os
 import re
 
@@ -12,24 +11,8 @@ import torch
 from torch import nn
 
 import inductor_ext
+from tests.support import tables as tables_
 from tests.support.reference import assert_close
-
-TABLES = "mix_order_fusion,mix_order_reject"
-
-
-@pytest.fixture
-def tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with torch._inductor.config.patch(enabled_metric_tables=TABLES):
-        yield tmp_path
-
-
-def _rows(name: str) -> list[dict[str, str]]:
-    path = f"metric_table_{name}.csv"
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _norms(rows: list[dict[str, str]]) -> dict[str, str]:
@@ -73,8 +56,8 @@ def test_norm_after_a_frozen_embedding_has_no_row_reduction(plugin, tables):
     eager = _grads(model, model, ids)
     got = _grads(model, torch.compile(model), ids)
     assert_close(got, eager)
-    assert set(_norms(_rows("mix_order_fusion"))) == {"norm2"}
-    assert _norms(_rows("mix_order_reject")) == {"norm": "no_row_reduction"}
+    assert set(_norms(tables_.rows("mix_order_fusion"))) == {"norm2"}
+    assert _norms(tables_.rows("mix_order_reject")) == {"norm": "no_row_reduction"}
     metrics = inductor_ext.metrics
     assert metrics.norms == {"found": 2, "fused": 1, "declined": 1}
     assert metrics.norms_declined == {"no_row_reduction": 1}
@@ -86,7 +69,7 @@ def test_a_decline_names_modules_before_internal_names(plugin, tables):
     module's gradient needs which, through which module's kernel, then the buffers."""
     model = FrozenEmbedding()
     _grads(model, torch.compile(model), torch.randint(0, 100, (4, 16)))
-    details = [row["detail"] for row in _rows("mix_order_reject") if row["norms"] == "norm"]
+    details = [row["detail"] for row in tables_.rows("mix_order_reject") if row["norms"] == "norm"]
     assert details and all(d.startswith("the dw/db of norm (buf") for d in details), details
     path = [d for d in details if "needs the dx" in d]
     assert len(path) == 1, details
@@ -104,7 +87,7 @@ def test_without_modules_a_decline_names_source_lines(plugin, tables):
         return x * rstd * w, (dy * x * rstd.sum()).sum(0)
 
     torch.compile(fn)(torch.randn(64, 40), torch.randn(40), torch.randn(64, 40))
-    (row,) = _rows("mix_order_reject")
+    (row,) = tables_.rows("mix_order_reject")
     assert row["reason"] == "producer_consumer"
     here = os.path.basename(__file__)
     assert re.match(rf"a column sum at {here}:\d+ \(buf\d+\) needs a row reduction at "
@@ -143,8 +126,8 @@ def test_excluded_modules_stay_unfused(plugin, tables, patterns):
     with inductor_ext.config.patch(exclude_modules=patterns):
         got = _grads(model, torch.compile(model), x)
     assert_close(got, eager)
-    assert set(_norms(_rows("mix_order_fusion"))) == {"layers.1.norm"}
-    rejected = _rows("mix_order_reject")
+    assert set(_norms(tables_.rows("mix_order_fusion"))) == {"layers.1.norm"}
+    rejected = tables_.rows("mix_order_reject")
     assert _norms(rejected) == {"layers.0.norm": "excluded_by_config"}
     (row,) = [r for r in rejected if r["reason"] == "excluded_by_config"]
     assert re.match(r"the dx of layers\.0\.norm \(op\w+\) with the dw/db of layers\.0\.norm "

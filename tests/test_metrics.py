@@ -1,6 +1,5 @@
 """Metric tables, counters across the FX graph cache, the log and the report."""
 
-import csv
 import os
 import re
 import subprocess
@@ -15,35 +14,22 @@ from torch._dynamo.utils import counters
 import inductor_ext
 from inductor_ext import report
 from inductor_ext.metrics import TABLE_COLUMNS
+from tests.support import tables as tables_
 from tests.support.reference import layer_norm, rms_backward
 from tests.support.tuning import tuned
-
-TABLES = "mix_order_fusion,mix_order_reject"
 
 
 def _inputs(M=64, N=40):
     return torch.randn(M, N), torch.randn(N), torch.randn(M, N), torch.rand(M, 1) + 0.5
 
 
-def _rows(name):
-    path = f"metric_table_{name}.csv"
-    if not os.path.exists(path):
-        return None, []
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
 
 
-@pytest.fixture
-def tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with inductor_config.patch(enabled_metric_tables=TABLES):
-        yield tmp_path
 
 
 def test_fusion_row(plugin, tables):
     torch.compile(rms_backward)(*_inputs())
-    header, rows = _rows("mix_order_fusion")
+    header, rows = tables_.read("mix_order_fusion")
     assert header == ["model_name", *TABLE_COLUMNS["mix_order_fusion"]]
     assert len(rows) == 1
     row = rows[0]
@@ -67,7 +53,7 @@ def test_layer_norm_row_has_two_partials_and_bf16(plugin, tables):
     b = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
     y = torch.compile(layer_norm)(x, w, b)
     torch.autograd.grad(y, (x, w, b), torch.randn_like(x))
-    _, rows = _rows("mix_order_fusion")
+    _, rows = tables_.read("mix_order_fusion")
     assert len(rows) == 1
     assert rows[0]["num_partials"] == "2"
     assert "bfloat16" in rows[0]["input_dtypes"].split()
@@ -90,7 +76,7 @@ def test_reject_rows(plugin, tables):
     with inductor_ext.config.patch(always_fuse=False), tuned("cuda", min_rows_per_program=65):
         torch._dynamo.reset()
         torch.compile(rms_backward)(*_inputs())
-    header, rows = _rows("mix_order_reject")
+    header, rows = tables_.read("mix_order_reject")
     assert header == ["model_name", *TABLE_COLUMNS["mix_order_reject"]]
     reasons = [r["reason"] for r in rows]
     assert "producer_consumer" in reasons
@@ -119,7 +105,7 @@ def test_enabling_after_inductor_parsed_the_setting(plugin, tmp_path, monkeypatc
     assert not inductor_metrics.is_metric_table_enabled("mix_order_fusion")  # parsed, cached
     with inductor_config.patch(enabled_metric_tables="mix_order_fusion"):
         torch.compile(rms_backward)(*_inputs())
-    assert len(_rows("mix_order_fusion")[1]) == 1
+    assert len(tables_.read("mix_order_fusion")[1]) == 1
 
 
 def test_counters_survive_a_warm_fx_graph_cache(plugin, tmp_path, monkeypatch):

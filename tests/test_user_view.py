@@ -1,7 +1,6 @@
 """What a user sees of the plugin's decisions (issue 41): the one INFO line per graph, cold
 and from a warm FX-graph cache, its grouped module names, and the short plan in DEBUG."""
 
-import csv
 import logging
 import os
 import re
@@ -16,22 +15,8 @@ import torch
 import inductor_ext
 from inductor_ext.coverage import LINE_BUDGET, GraphCoverage, group_names, label
 from inductor_ext.plan.types import FinalizeBlock, LaunchPlan
+from tests.support import tables as tables_
 from tests.support.tuning import tuned
-
-
-@pytest.fixture
-def tables(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with torch._inductor.config.patch(enabled_metric_tables="mix_order_fusion,mix_order_reject"):
-        yield tmp_path
-
-
-def _rows(name: str) -> list[dict[str, str]]:
-    path = f"metric_table_{name}.csv"
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_plan_summary_is_short_and_names_the_essentials():
@@ -160,7 +145,7 @@ def test_info_line_names_both_norms_with_their_status(plugin, tables, caplog, fu
     else:
         assert "norms 2 found, 0 fused, 2 declined; declined (not_profitable): rms, ln" in line
     assert len(line) < 200
-    rows = _rows("mix_order_fusion" if fused else "mix_order_reject")
+    rows = tables_.rows("mix_order_fusion" if fused else "mix_order_reject")
     classes = {n: c for row in rows
                for n, c in zip(row["norms"].split(), row["norm_classes"].split(), strict=True)}
     assert classes == {"ln": "LayerNorm", "rms": "RMSNorm"}
@@ -179,7 +164,7 @@ def test_sequential_children_are_named_with_their_class(plugin, tables, caplog):
     (fused,) = [r.getMessage() for r in caplog.records if "inductor_ext: fused" in r.getMessage()]
     assert "[3 (LayerNorm), 2 (Linear)]" in fused, fused
     assert "plan: cuda: programs=" in fused and "LaunchPlan(" not in fused, fused
-    (row,) = _rows("mix_order_fusion")
+    (row,) = tables_.rows("mix_order_fusion")
     assert (row["norms"], row["norm_classes"], row["modules"]) == ("3", "LayerNorm", "3 2")
 
 
