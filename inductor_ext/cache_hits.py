@@ -10,6 +10,7 @@ tables do not either), and the line says how to get them.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Mapping
 
 from . import compat, logs, metrics
@@ -29,24 +30,28 @@ def install_cache_hit_hook() -> bool:
     return compat.after_fx_cache_hit(_log_cache_hit)
 
 
-def replay_lines(counter_deltas: Mapping[str, int] | None, compile_id: str = "") -> list[str]:
-    """The info lines of a hit whose counter changes are `counter_deltas`: each graph
-    summary the cold compile kept, as a replay under the current `compile_id`."""
+def replay_lines(counter_deltas: Mapping[str, int] | None, compile_id: str = ""
+                 ) -> list[tuple[int, str]]:
+    """(level, line) of a hit whose counter changes are `counter_deltas`: each graph
+    summary the cold compile kept, as a replay under the current `compile_id`, at the
+    level the cold compile logged it."""
     lines = []
     for text in metrics.replayed_graphs(counter_deltas):
         try:
             graph = GraphCoverage.decode(text, compile_id)
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # not a summary this version wrote
-        lines.append(f"inductor_ext: FX graph cache replay of {graph.line()} ({NO_TABLES})")
+        level = logging.INFO if graph.tells_the_user() else logging.DEBUG
+        lines.append((level,
+                      f"inductor_ext: FX graph cache replay of {graph.line()} ({NO_TABLES})"))
     return lines
 
 
 def _log_cache_hit(counter_deltas: Mapping[str, int] | None) -> None:
     try:
         lines = replay_lines(counter_deltas, compile_id())
-        for line in lines:
-            log.info("%s", line)
+        for level, line in lines:
+            log.log(level, "%s", line)
         if not lines:
             logs.log_cache_hit(metrics.replayed(counter_deltas))
     except Exception:  # a log line must never break loading a cached graph

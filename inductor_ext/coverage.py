@@ -5,12 +5,11 @@ A norm is named by its module (``model.layers.0.input_layernorm``), else the sou
 its forward code. It counts as fused when a fused kernel computes its gradient reductions
 and no decline of the graph names it; one decline (a dw fused, its db not) makes it
 declined. Every graph with a decision gets one summary line from this at the end of the
-hook's pass (info level: ``TORCH_LOGS="inductor_ext"``; each decision has its own debug
-line, ``TORCH_LOGS="+inductor_ext"``), names grouped (``model.layers.{0..11}.norm``). The
-same summary rides the FX-graph cache in the graph's counters (`encode` / `decode`), so a
-warm cache hit logs it too; ``python -m inductor_ext.report`` prints it from the metric
-tables.
-"""
+hook's pass (info level, ``TORCH_LOGS="inductor_ext"``, where `tells_the_user`, else debug;
+each decision has its own debug line, ``TORCH_LOGS="+inductor_ext"``), names grouped
+(``model.layers.{0..11}.norm``). The same summary rides the FX-graph cache in the graph's
+counters (`encode` / `decode`), so a warm cache hit logs it too; ``python -m
+inductor_ext.report`` prints it from the metric tables."""
 
 from __future__ import annotations
 
@@ -134,6 +133,14 @@ class GraphCoverage:
 
     def decisions(self) -> int:
         return self._decisions
+
+    def tells_the_user(self) -> bool:
+        """Whether the graph's summary is worth an info line: it found a norm, fused a
+        column, or could not run the pass (another backend's kernels, an internal error).
+        A graph whose only decisions declined other reductions (a forward graph's
+        recomputed statistics) is summarised at debug."""
+        return bool(self.found or self.other_fused
+                    or {"unsupported_backend", "internal_error"} & set(self.other_declined))
 
     def _add_classes(self, norms: Iterable[str], classes: Mapping[str, str] | None) -> None:
         for norm in norms:

@@ -1,8 +1,8 @@
-"""The ``inductor_ext`` log, controlled like Inductor's: ``TORCH_LOGS="inductor_ext"``
-(info) prints one line per graph with a decision, naming its norms fused and declined
-(coverage.py), and the same line, marked as a replay, when a warm FX-graph cache hit
-replays it (cache_hits.py); ``TORCH_LOGS="+inductor_ext"`` (debug) adds one line per
-decision (fused, with its plan, or declined, with the reason)."""
+"""The ``inductor_ext`` log, controlled like Inductor's: ``TORCH_LOGS="inductor_ext"`` (info)
+prints one line per graph with a norm (or whose pass could not run), naming its norms fused
+and declined (coverage.py), and the same line, marked as a replay, when a warm FX-graph
+cache hit replays it (cache_hits.py); ``TORCH_LOGS="+inductor_ext"`` (debug) adds one line
+per decision (fused, with its plan, or declined, with the reason)."""
 
 from __future__ import annotations
 

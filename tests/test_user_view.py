@@ -299,3 +299,16 @@ def test_a_training_step_names_its_norms_cold_warm_and_in_the_report(tmp_path):
     assert "declined: no_row_reduction" in rows["embed_norm"][2], rows
     assert rows["out_norm"][:2] == ["RMSNorm", "0/0"], rows
     assert rows["out_norm"][2].startswith("backward  fused into triton_"), rows
+
+
+def test_only_graphs_that_tell_the_user_something_log_at_info():
+    """A graph with a norm, a fused column, or a pass that could not run logs at INFO; a
+    forward graph whose only decisions declined recomputed statistics logs at DEBUG."""
+    forward = GraphCoverage("0/0 forward")
+    forward.add_declined([], "producer_consumer")
+    assert forward.decisions() and not forward.tells_the_user()
+    with_norm = GraphCoverage("0/0 backward")
+    with_norm.add_declined(["ln"], "not_profitable")
+    cpu = GraphCoverage("0/0 backward")
+    cpu.add_declined([], "unsupported_backend")
+    assert with_norm.tells_the_user() and cpu.tells_the_user()

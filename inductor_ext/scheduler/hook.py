@@ -9,6 +9,7 @@ summary line (info: ``TORCH_LOGS="inductor_ext"``; the decisions themselves are 
 from __future__ import annotations
 
 import fnmatch
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -305,11 +306,13 @@ def _free_cast(sched: Scheduler, col: ColumnReduction, inner_ops: set[str]
 
 def _finish(coverage: GraphCoverage) -> None:
     """Count the graph's norms and, where the graph had a decision, summarise them in one
-    info line (each decision has its own debug line); the summary is counted too, so that
+    line, info where it tells the user something (`GraphCoverage.tells_the_user`), else
+    debug (each decision has its own debug line); the summary is counted too, so that
     a warm FX-graph cache, which replays counters instead of running this pass, logs it
     again (cache_hits.py)."""
     metrics.record_norms(len(coverage.found), len(coverage.fused),
                          coverage.declined_by_reason())
     if coverage.decisions():
         metrics.record_graph(coverage.encode())
-        log.info("inductor_ext: %s", coverage.line())
+        level = logging.INFO if coverage.tells_the_user() else logging.DEBUG
+        log.log(level, "inductor_ext: %s", coverage.line())
