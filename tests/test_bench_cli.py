@@ -65,7 +65,7 @@ def test_shapes_and_minimum_bytes():
 
 GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
                "bench_column_strip_floor",
-               "profile_backward", "bench_distributed", "profile_model"]
+               "profile_backward", "bench_distributed", "profile_model", "ncu_backward"]
 
 
 @pytest.mark.parametrize("script", GPU_SCRIPTS)
@@ -429,7 +429,7 @@ def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
 
 ARGV_SCRIPTS = ["bench_block", "bench_column_strip_floor", "bench_distributed", "bench_dit",
                 "bench_host_cost", "bench_launch_floor", "bench_models", "bench_norm_bwd",
-                "bench_workspace_floor", "fit_cost_model", "profile_model",
+                "bench_workspace_floor", "fit_cost_model", "ncu_backward", "profile_model",
                 "sweep_cost_model"]
 
 

@@ -1,0 +1,69 @@
+"""Hardware counters of one backward call per case: run under Nsight Compute, which profiles
+only the timed call of each case (between cudaProfilerStart and Stop), not the compile and
+autotuning before it.
+
+    M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+    M=$M,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+    M=$M,launch__grid_size,launch__block_size,launch__occupancy_limit_registers
+    M=$M,launch__waves_per_multiprocessor
+    M=$M,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
+    ncu --clock-control none --profile-from-start off --csv --page raw --metrics $M \\
+        python bench/ncu_backward.py --cases ln:8192x2560:bf16,rms:2048x24576:bf16 > ncu.csv
+
+Each case is printed as it is timed, so the kernels of the CSV follow the printed order.
+Why a shape stays below the copy bandwidth: registers per thread, waves, achieved warps and
+DRAM throughput of the main kernel (bench/NOTES.md, session 25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import (  # noqa: E402
+    compile_options,
+    description,
+    make_problem,
+    parse_shapes,
+    require_cuda,
+    warmed_backward,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap.add_argument("--cases", default="ln:8192x2560:bf16,rms:8192x2560:bf16",
+                    help="op:MxN:dtype,... (op rms or ln)")
+    ap.add_argument("--variants", default="inductor_ext,inductor_mix",
+                    help="compiled variants (bench_norm_bwd.py's names), each case in turn")
+    args = ap.parse_args(argv)
+    require_cuda("ncu_backward")
+    cases = []
+    for spec in filter(None, args.cases.split(",")):
+        op, _, shape = spec.partition(":")
+        if op not in ("rms", "ln"):
+            raise SystemExit(f"ncu_backward: {spec!r}: the op is rms or ln")
+        cases += [(op, *s) for s in parse_shapes(shape)]
+    for variant in filter(None, args.variants.split(",")):
+        for op, M, N, dtype in cases:
+            torch._dynamo.reset()
+            fn, inputs, dy = make_problem(op, M, N, dtype)
+            wrt = [t for t in inputs if t is not None]
+            with torch._inductor.config.patch(compile_options(variant)):
+                step = warmed_backward(torch.compile(fn), inputs, wrt, dy, 3)
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            step()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            print(f"{variant} {op} {M}x{N} {str(dtype).removeprefix('torch.')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
