@@ -223,15 +223,15 @@ def run(nodes: Sequence[BaseSchedulerNode],
     for cand in matching.groups:
         if not any(node is cand.inner for node in nodes):
             continue  # consumed by an earlier group
-        excluded = excluded_norms(cand)
-        if excluded:
-            decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
-                    f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
-                    f"{'matches' if len(excluded) == 1 else 'match'} "
-                    f"config.exclude_modules {ext_config.exclude_modules}",
-                    cand.attribution, coverage)
-            continue
         try:
+            excluded = excluded_norms(cand)
+            if excluded:
+                decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
+                        f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
+                        f"{'matches' if len(excluded) == 1 else 'match'} "
+                        f"config.exclude_modules {ext_config.exclude_modules}",
+                        cand.attribution, coverage)
+                continue
             plan, shape, reason, verdict = plan_candidate(cand)
             if plan is None:
                 assert reason is not None
