@@ -206,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", action="store_true",
                         help="print the environment check (also the default)")
     parser.parse_args(argv)
-    print("\n".join(environment()))
+    try:
+        print("\n".join(environment()), flush=True)
+    except BrokenPipeError:  # `python -m inductor_ext | head`: the reader has what it wanted
+        sys.stdout = None  # no flush of a closed pipe at exit
     return 0
 
 
