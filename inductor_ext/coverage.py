@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from .reasons import Reason
+
 #: Declined norms listed by name in the report, beyond which they are only counted.
 MAX_LISTED = 12
 #: Characters of a summary line beyond which its lists of names stop (each list names one
@@ -140,7 +142,8 @@ class GraphCoverage:
         A graph whose only decisions declined other reductions (a forward graph's
         recomputed statistics) is summarised at debug."""
         return bool(self.found or self.other_fused
-                    or {"unsupported_backend", "internal_error"} & set(self.other_declined))
+                    or {Reason.UNSUPPORTED_BACKEND, Reason.INTERNAL_ERROR}
+                & set(self.other_declined))
 
     def _add_classes(self, norms: Iterable[str], classes: Mapping[str, str] | None) -> None:
         for norm in norms:
