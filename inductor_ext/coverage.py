@@ -82,12 +82,12 @@ def _grouped(names: Iterable[str], classes: Mapping[str, str]) -> list[tuple[str
         at = chosen[len(parts[first])]
         assert at is not None
         p = list(parts[first])
-        p[at] = _numbers(int(parts[m][at]) for m in members)
+        p[at] = number_set(int(parts[m][at]) for m in members)
         out.append((label(".".join(p), cls(first)), len(members)))
     return out
 
 
-def _numbers(values: Iterable[int]) -> str:
+def number_set(values: Iterable[int]) -> str:
     """{0,1,5} / {0..11} / {0..3,7}: a run of three or more as its ends."""
     runs: list[list[int]] = []
     for v in sorted(set(values)):
@@ -262,7 +262,7 @@ def from_tables(fused: Sequence[dict[str, str]],
 
     for row in fused:
         norms = row.get("norms", "").split()
-        graph(row).add_fused(norms, _int(row.get("other_columns", "")), _classes(norms, row))
+        graph(row).add_fused(norms, table_int(row.get("other_columns", "")), _classes(norms, row))
     for row in rejected:
         norms = row.get("norms", "").split()
         graph(row).add_declined(norms, row.get("reason", ""), _classes(norms, row))
@@ -274,7 +274,7 @@ def _classes(norms: list[str], row: dict[str, str]) -> dict[str, str]:
     return dict(zip(norms, row.get("norm_classes", "").split()))
 
 
-def _int(value: str) -> int:
+def table_int(value: str) -> int:
     try:
         return int(float(value))
     except ValueError:

@@ -139,12 +139,6 @@ def read_tables(paths: Sequence[str]) -> dict[str, list[dict[str, str]]]:
     return tables
 
 
-def _int(v: str) -> int:
-    try:
-        return int(float(v))
-    except ValueError:
-        return 0
-
 
 #: A decline's detail shown on its norm's line when at most this long (longer ones are in
 #: the table's `detail` column and the log).
@@ -294,7 +288,8 @@ def summarize(tables: dict[str, list[dict[str, str]]], out: TextIO) -> None:
             print("", file=out)
             print_other_declines(rejected, out)
         print("", file=out)
-    saved = sum(_int(r["bytes_unfused"]) - _int(r["bytes_fused"]) for r in fused)
+    saved = sum(coverage.table_int(r["bytes_unfused"]) - coverage.table_int(r["bytes_fused"])
+                for r in fused)
     print(f"fused kernels: {len(fused)}", file=out)
     print(f"declined candidates: {len(rejected)}", file=out)
     for reason, count in sorted(collections.Counter(r["reason"] for r in rejected).items()):
@@ -344,23 +339,6 @@ def kernel_labels(fused: Sequence[dict[str, str]]) -> list[str]:
             for i, r in enumerate(fused, 1)]
 
 
-def _ranges(values: Iterable[int]) -> str:
-    """`0,1,2,5,7,8` as `0..2,5,7,8` (runs of three or more as ranges)."""
-    nums = sorted(set(values))
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{nums[i]}..{nums[j]}")
-        else:
-            parts += [str(n) for n in nums[i:j + 1]]
-        i = j + 1
-    return ",".join(parts)
-
-
 def group_norms(norms: Sequence[NormStatus]) -> list[tuple[str, str, int]]:
     """Norms whose names differ only in numbers (`model.layers.{0..11}.input_layernorm`)
     and that share a status ("fused" or a reason) as one chart row, so a declined layer
@@ -386,8 +364,7 @@ def group_norms(norms: Sequence[NormStatus]) -> list[tuple[str, str, int]]:
 
 
 def _slot(values: tuple[int, ...]) -> str:
-    text = _ranges(values)
-    return text if text.isdigit() else "{" + text + "}"
+    return str(values[0]) if len(set(values)) == 1 else coverage.number_set(values)
 
 
 def short_label(text: str | Sequence[str], width: int = 56) -> str:
@@ -411,6 +388,10 @@ def short_label(text: str | Sequence[str], width: int = 56) -> str:
 _FUSED_COLOR = "tab:green"
 _REASON_COLORS = ("tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
                   "tab:olive", "tab:cyan", "tab:blue", "gold", "black")
+
+
+def mib(bytes_cell: str) -> float:
+    return coverage.table_int(bytes_cell) / 2**20
 
 
 def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
@@ -454,9 +435,9 @@ def figure(tables: dict[str, list[dict[str, str]]]) -> Any:
             ax.set_title(f"other declines by reason: {sum(others.values())}")
         else:
             y = list(range(len(fused)))
-            ax.barh([i - 0.2 for i in y], [_int(r["bytes_unfused"]) / 2**20 for r in fused],
+            ax.barh([i - 0.2 for i in y], [mib(r["bytes_unfused"]) for r in fused],
                     0.4, label="unfused (stock kernels)", color="tab:gray")
-            ax.barh([i + 0.2 for i in y], [_int(r["bytes_fused"]) / 2**20 for r in fused],
+            ax.barh([i + 0.2 for i in y], [mib(r["bytes_fused"]) for r in fused],
                     0.4, label="fused (workspace included)", color=_FUSED_COLOR)
             ax.set_yticks(y, kernel_labels(fused))
             ax.set_ylim(len(fused) - 0.5, -0.5)  # first kernel on top, as in the table
