@@ -51,6 +51,7 @@ from common import (  # noqa: E402
 )
 
 import inductor_ext  # noqa: E402
+from inductor_ext.plan import PROGRAMS_KEY  # noqa: E402
 from inductor_ext.runtime.autotune import PLAN_KEY  # noqa: E402
 
 ALL_VARIANTS = "eager,inductor_nomix,inductor_mix,liger,inductor_ext,inductor_ext_ascend"
@@ -211,7 +212,8 @@ def log_autotuning(path: str) -> None:
                                 "num_warps", "num_stages", "us", "n_regs", "n_spills"])
                 for launcher, ms in timings.items():
                     cfg = launcher.config
-                    w.writerow([self.inductor_meta.get("kernel_name"), plan["programs"],
+                    w.writerow([self.inductor_meta.get("kernel_name"),
+                                cfg.kwargs.get(PROGRAMS_KEY, plan["programs"]),
                                 args[-2] if len(args) >= 2 else "", args[-1] if args else "",
                                 cfg.kwargs.get("XBLOCK"), cfg.num_warps, cfg.num_stages,
                                 f"{ms * 1e3:.2f}", getattr(launcher, "n_regs", ""),

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,15 @@ from inductor_ext.plan import DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
 from inductor_ext.runtime import autotune
 from inductor_ext.targets.cuda import plan as cuda_plan
 from inductor_ext.targets.cuda.tuning import CudaTuning
-from tests.support.reference import assert_close, rms_backward
+from tests.support.poison import poisoned_allocations
+from tests.support.reference import (
+    assert_close,
+    autograd_grads,
+    float64_grads,
+    layer_norm,
+    rms_backward,
+    rms_norm,
+)
 
 #: An H100's limits, as Inductor's DeviceProperties carries them.
 H100 = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9,
@@ -220,3 +229,102 @@ def test_a_plan_with_one_config_runs_that_config(M, N, elem_bytes, columns, tile
     if len(plan.configs) == 1:
         config = dict(plan.configs[0])
         assert (config["XBLOCK"], config["num_warps"]) == (plan.block_m, plan.num_warps)
+
+
+def _ln_shape(M: int, N: int, elem_bytes: int = 2) -> ShapeInfo:
+    """A LayerNorm backward's shape as the hook describes it (dw and db: two columns)."""
+    nbytes = 3 * M * N * elem_bytes
+    return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=2, elem_bytes=elem_bytes,
+                     shared_bytes=2 * M * N * elem_bytes, total_bytes=nbytes,
+                     unfused_bytes=nbytes + 2 * M * N * elem_bytes,
+                     row_elem_bytes=3 * elem_bytes, device=torch.device("cuda"))
+
+
+def test_persistent_rows_time_every_config_at_a_second_program_count():
+    """ln 8192x2560 bf16 on the H100: about 4 and 3 programs per SM (4096 row blocks
+    balanced: 8 and 11 each), every config at both (its 168-register configs fit 3
+    blocks an SM, bench/NOTES.md session 25)."""
+    plan = cuda_plan.plan(_ln_shape(8192, 2560), H100_INFO, CudaTuning(), PlanOptions())
+    assert plan.program_choices == (512, 373) and plan.programs == 512
+    per_count = {count: sorted(c for c in plan.configs if plan.programs_of(c) == count)
+                 for count in plan.program_choices}
+    strip = [[item for item in c if item[0] != "RPROGRAMS"] for c in per_count[373]]
+    assert strip == [[item for item in c if item[0] != "RPROGRAMS"] for c in per_count[512]]
+    off = dataclasses.replace(CudaTuning(), fewer_programs_per_sm=0)
+    assert cuda_plan.plan(_ln_shape(8192, 2560), H100_INFO, off, PlanOptions()).program_choices == ()
+
+
+@pytest.mark.parametrize("M,N", [(2048, 24576), (64, 2560)])
+def test_no_second_count_for_tiled_rows_or_few_row_blocks(M, N):
+    """Column-tiled rows keep one count (their programs are sized by registers already);
+    so do rows too few for 3 programs per SM to be fewer than the planned ones."""
+    plan = cuda_plan.plan(_ln_shape(M, N), H100_INFO, CudaTuning(), PlanOptions())
+    assert plan.program_choices == ()
+    assert all("RPROGRAMS" not in dict(c) for c in plan.configs)
+
+
+def test_segmented_plans_keep_one_program_count():
+    plan = cuda_plan.plan(_ln_shape(8192, 2560), H100_INFO, CudaTuning(), PlanOptions())
+    segmented = cuda_plan.with_segments(plan, 4, 8192)
+    assert segmented.program_choices == ()
+    assert len(segmented.configs) == len(plan.configs) // 2
+
+
+def test_the_wave_filter_counts_each_configs_own_programs():
+    """168 registers x 4 warps: 3 blocks an SM, so 528 programs run in 2 waves and 396
+    in 1; with no extra wave allowed only the 396-program configs are timed."""
+    plan = dataclasses.replace(_plan(528, 0), configs=(
+        (("XBLOCK", 1), ("num_warps", 4), ("RPROGRAMS", 528)),
+        (("XBLOCK", 1), ("num_warps", 4), ("RPROGRAMS", 396))))
+    launchers = []
+    for config in plan.configs:
+        launcher = _launcher(1, 4, 168)
+        launcher.config = Config(dict(config[:1] + config[2:]), num_warps=4)
+        launchers.append(launcher)
+    kept = autotune.within_planned_waves(launchers, plan, H100)
+    assert [autotune.launched_programs(launcher, plan) for launcher in kept] == [396]
+
+
+@pytest.mark.parametrize("norm", ["rms", "ln"])
+def test_fewer_programs_fill_the_workspace_rows_they_leave(cuda_knobs, plugin, monkeypatch,
+                                                           norm):
+    """The interpreter runs the first config: with the fewer-program configs put first,
+    the kernel launches 6 of the workspace's 8 rows (2 interpreter cores) into poisoned
+    memory, and the gradients are right only if the rows it left hold the identity."""
+    cuda_knobs(autotune_on_cpu=True)
+    counts = cuda_plan.with_program_counts
+    monkeypatch.setattr(cuda_plan, "with_program_counts",
+                        lambda configs, choices: counts(configs, tuple(reversed(choices))))
+    M, N = 3072, 40
+    x = torch.randn(M, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    params = [w] if norm == "rms" else [w, torch.randn(N, requires_grad=True)]
+    fn = rms_norm if norm == "rms" else layer_norm
+    dy = torch.randn_like(x)
+    with poisoned_allocations():
+        grads, code = run_and_get_code(
+            lambda: autograd_grads(torch.compile(fn), [x, *params], dy))
+    assert_close(grads, float64_grads(fn, [x, *params], dy))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    source = "\n".join(code)
+    assert "XBLOCK : tl.constexpr, RPROGRAMS : tl.constexpr" in source
+    assert "row_step = RPROGRAMS * XBLOCK" in source
+    assert "'grid_type': 'PrecomputedGrid'" in source
+    assert "{'config': {'RPROGRAMS': 6}, 'python': ['6', '1', '1']" in source
+    assert "fill_program = tl.program_id(0) + RPROGRAMS" in source
+
+
+def test_deterministic_kernels_run_the_plans_program_count(cuda_knobs, plugin):
+    """No autotuning in deterministic mode, so no per-config count: the plan's literal."""
+    cuda_knobs(autotune_on_cpu=True)
+    args = (torch.randn(3072, 40), torch.randn(40), torch.randn(3072, 40),
+            torch.rand(3072, 1) + 0.5)
+    torch.use_deterministic_algorithms(True)
+    try:
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "RPROGRAMS : tl.constexpr" not in code and "row_step = 8 * XBLOCK" in code
+    assert "PrecomputedGrid" not in code
+    assert_close(got, rms_backward(*[a.double() for a in args]))

@@ -65,6 +65,13 @@ def autotuned(cuda_knobs) -> None:
     assert "@mix_order_autotune(" in code
 
 
+def program_counts(cuda_knobs) -> None:
+    """RMSNorm whose configs are timed at two row-program counts: the count's constexpr."""
+    cuda_knobs(autotune_on_cpu=True)
+    code = _compile_norm(rms_norm, 3072, 40, target="cuda")
+    assert "RPROGRAMS : tl.constexpr" in code
+
+
 def ascend(cuda_knobs) -> None:
     """The Ascend flavor on stock Inductor, one tile and column-tiled: it needs none of the
     rewrites, and must not miss any either."""
@@ -83,6 +90,7 @@ CASES = {
     "unpin_row_loads": register_tiled,
     "prefetch_next_block": double_buffered,
     "autotune_decorator": autotuned,
+    "program_count_argument": program_counts,
 }
 
 

@@ -73,8 +73,9 @@ def source(kernel: MixOrderKernelBase, main_src: str,
                        configs=[{(i,): [["tt.divisibility", 16]] for i in aligned}])
     inductor_meta = {
         key: value for key, value in kernel.inductor_meta.items()
-        if key not in (autotune.PLAN_KEY, "fixed_grid", "num_load", "num_store",
-                       "num_reduction", "mutated_arg_names")
+        if key not in (autotune.PLAN_KEY, autotune.CONFIGS_KEY, "fixed_grid",
+                       "precomputed_grids", "num_load", "num_store", "num_reduction",
+                       "mutated_arg_names")
     }
     # Segmented partials: one program per (column block, sample), so the samples' folds
     # run side by side (a loop over 32 samples in 8 programs took 23.5 us, H100).

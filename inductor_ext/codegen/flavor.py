@@ -41,10 +41,12 @@ class TargetFlavor:
         """First in the final step: wait until the fused kernel's writes are visible."""
         raise NotImplementedError
 
-    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)") -> list[str]:
+    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)",
+                    programs: str = "") -> list[str]:
         """Lines before the row loop; they define row_step (a prefetching loop loads the
         next block at xoffset + row_step) and whatever loop_statement reads. `program`:
-        the text of the program's row program (its workspace row)."""
+        the text of the program's row program (its workspace row); `programs`: the text
+        of the row-program count (default: the plan's, as a literal)."""
         raise NotImplementedError
 
     def loop_statement(self, plan: LaunchPlan) -> str:

@@ -347,6 +347,28 @@ def autotune_decorator(src: str) -> str:
     return src.replace(HEURISTICS_IMPORT, f"{HEURISTICS_IMPORT}\n{AUTOTUNE_IMPORT}", 1)
 
 
+BLOCK_PARAMETER = "XBLOCK : tl.constexpr"
+BLOCK_SIGNATURE = "'XBLOCK': 'constexpr'"
+
+
+@_register("program_count_argument",
+           f"one kernel `def` line with {BLOCK_PARAMETER!r} (and {BLOCK_SIGNATURE!r} in "
+           "triton_meta's signature, where Triton lists constexprs there)", required=True)
+def program_count_argument(src: str, name: str) -> str:
+    """Add the configs' row-program count to the kernel as a constexpr after XBLOCK.
+    Inductor writes a kernel's parameters itself (its constexprs only for the block sizes
+    and its own reductions' counts), so ours joins its text."""
+    lines = src.split("\n")
+    defs = [i for i, line in enumerate(lines)
+            if line.startswith("def ") and BLOCK_PARAMETER in line]
+    if len(defs) != 1:
+        return src
+    lines[defs[0]] = lines[defs[0]].replace(BLOCK_PARAMETER,
+                                            f"{BLOCK_PARAMETER}, {name} : tl.constexpr", 1)
+    return "\n".join(lines).replace(BLOCK_SIGNATURE, f"{BLOCK_SIGNATURE}, '{name}': 'constexpr'",
+                                    1)
+
+
 @_register("npu_decorator",
            "one `@triton_heuristics.<heuristic>(` line and our decorator's import "
            "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True, backend="torch_npu")

@@ -24,8 +24,8 @@ from ..compat import (
     TritonKernel,
     V,
 )
-from ..ir.combine import TL_REDUCE
-from ..plan import LaunchPlan
+from ..ir.combine import COMBINE, TL_REDUCE
+from ..plan import PROGRAMS_KEY, LaunchPlan
 from ..runtime import autotune
 from . import column_tiles, rewrites
 from . import prefetch as pf
@@ -80,7 +80,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         head = [] if groups == 1 else [f"row_program = tl.program_id(0) // {groups}",
                                        f"col_group = tl.program_id(0) % {groups}"]
         if not self.segmented:
-            return head + self.flavor.loop_header(self.plan, self.row_program)
+            programs = PROGRAMS_KEY if self.programs_per_config else ""
+            return head + self.flavor.loop_header(self.plan, self.row_program, programs)
         S, per = self.plan.segments, self.plan.programs_per_segment
         program = self.row_program
         share = [f"seg_rows = xnumel // {S}",
@@ -130,10 +131,26 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def inductor_meta_common(self) -> dict[str, Any]:  # type: ignore[override]
         out = dict(super().inductor_meta_common())
         out["fixed_grid"] = [str(self.plan.grid), "1", "1"]
+        if self.programs_per_config:
+            # One grid per row-program count: Inductor's per-config grids, matched on the
+            # config's count.
+            del out["fixed_grid"]
+            out["grid_type"] = "PrecomputedGrid"
+            out["precomputed_grids"] = [
+                {"config": {PROGRAMS_KEY: count},
+                 **{mode: [str(count * self.plan.column_groups), "1", "1"]
+                    for mode in ("python", "cpp", "python_slow")}}
+                for count in self.plan.program_choices]
         out[autotune.PLAN_KEY] = self.plan.to_meta()
         if self.autotuned:
             out[autotune.CONFIGS_KEY] = [dict(c) for c in self.plan.configs]
         return out
+
+    @property
+    def programs_per_config(self) -> bool:
+        """The configs choose the row-program count (a constexpr of the kernel); a kernel
+        that is not autotuned runs the plan's."""
+        return self.autotuned and bool(self.plan.program_choices)
 
     @property
     def autotuned(self) -> bool:
@@ -208,6 +225,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         src = super().codegen_kernel(name)
         if self.autotuned:
             src = rewrites.apply("autotune_decorator", src)
+        if self.programs_per_config:
+            src = rewrites.apply("program_count_argument", src, PROGRAMS_KEY)
         return src
 
     def codegen_body(self) -> None:
@@ -257,7 +276,30 @@ class MixOrderKernelMixin(MixOrderKernelBase):
                 self._write_buffers(body, split)
         self._write_pdl_trigger(body)
         self._write_workspace_stores(body)
+        self._write_unlaunched_rows(body)
         self.body = body
+
+    def _write_unlaunched_rows(self, body: IndentedBuffer) -> None:
+        """A config launching fewer programs than the workspace has rows: program p also
+        writes the partials' identity into row p + RPROGRAMS (the plan keeps the count
+        at least half the rows, so one row each), for the final step folds every row."""
+        if not self.programs_per_config or not self.partials:
+            return
+        rows = self.plan.programs
+        body.writeline(f"if {PROGRAMS_KEY} < {rows}:")
+        with body.indent():
+            body.writeline(f"fill_program = {self.row_program} + {PROGRAMS_KEY}")
+            body.writeline(f"if fill_program < {rows}:")
+            with body.indent():
+                assert self.workspace is not None
+                for part in self.partials:
+                    identity = COMBINE[part.reduction_type][0]
+                    for tile, _ in enumerate(self.accumulator_names(part)):
+                        columns, mask = self.stored_columns(tile)
+                        ptr = self.workspace.pointer("fill_program", part.index, columns,
+                                                     row_length="r0_numel")
+                        value = f"tl.full({self.folded_shape()}, {identity}, {self.acc_type})"
+                        body.writeline(f"tl.store({ptr}, {value}{f', {mask}' if mask else ''})")
 
     def _write_first_block(self, body: IndentedBuffer, split: pf.RowLoads) -> None:
         """Prologue of a double-buffered loop: the first row block's loads; each iteration

@@ -104,6 +104,10 @@ class FinalizeBlock:
 
 Config = tuple[tuple[str, int], ...]
 
+#: A config's key for its row-program count, where a plan offers several (the kernel's
+#: constexpr of the same name; the workspace keeps `LaunchPlan.programs` rows).
+PROGRAMS_KEY = "RPROGRAMS"
+
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
@@ -179,6 +183,18 @@ class LaunchPlan:
         """Programs launched: every row program's column groups."""
         return self.programs * self.column_groups
 
+    def programs_of(self, config: Config) -> int:
+        """Row programs a config launches: its own count, or the plan's."""
+        return int(dict(config).get(PROGRAMS_KEY, self.programs))
+
+    @property
+    def program_choices(self) -> tuple[int, ...]:
+        """Row-program counts the configs choose between, most first; () when every config
+        launches `programs` (the workspace's rows: fewer programs fill the rest with the
+        partials' identity)."""
+        counts = sorted({self.programs_of(c) for c in self.configs}, reverse=True)
+        return tuple(counts) if len(counts) > 1 else ()
+
     @property
     def group_tiles(self) -> int:
         """Register tiles whose dx and partials one program of a column group owns."""
@@ -227,6 +243,8 @@ class LaunchPlan:
             parts.append(f"segments={self.segments}"
                          + (" interleaved" if self.interleaved_segments else ""))
         parts.append(f"configs={len(self.configs) or 1}")
+        if self.program_choices:
+            parts.append("programs in {" + ",".join(map(str, self.program_choices)) + "}")
         parts.append("final=aten" if self.final_step is None
                      else f"final={self.final_step.columns}cols")
         return " ".join(parts)

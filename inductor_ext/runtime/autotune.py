@@ -73,6 +73,12 @@ def waves(programs: int, n_regs: int | None, num_warps: int, props: DeviceProper
     return -(-programs // (per_sm * sms))
 
 
+def launched_programs(launcher: Any, plan: LaunchPlan) -> int:
+    """Programs the launcher's config launches (its row-program count when the plan lets
+    the configs choose one)."""
+    return plan.programs_of(tuple(launcher.config.kwargs.items())) * plan.column_groups
+
+
 def spills(launcher: Any, threshold: int) -> bool:
     """The launcher spills more registers than Inductor's autotuner times."""
     n_spills = getattr(launcher, "n_spills", None)
@@ -95,7 +101,7 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
         log.debug("mix-order kernel, %d programs: configs %s spill registers; not timed",
                   programs, " ".join(describe_launcher(launcher) for launcher in spilling))
         launchers = [launcher for launcher in launchers if launcher not in spilling]
-    counted = [(launcher, waves(programs, getattr(launcher, "n_regs", None),
+    counted = [(launcher, waves(launched_programs(launcher, plan), getattr(launcher, "n_regs", None),
                                 launcher.config.num_warps, props))
                for launcher in launchers]
     known = [w for _, w in counted if w is not None]

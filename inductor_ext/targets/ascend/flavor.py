@@ -16,10 +16,11 @@ class AscendFlavor(TargetFlavor):
     def launch_options(self, plan: LaunchPlan) -> dict[str, int]:
         return {}
 
-    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)") -> list[str]:
+    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)",
+                    programs: str = "") -> list[str]:
         if plan.column_groups != 1:
             raise ValueError("Ascend plans have no column groups (one program per row)")
-        return [f"row_step = {plan.programs} * XBLOCK"]
+        return [f"row_step = {programs or plan.programs} * XBLOCK"]
 
     def loop_statement(self, plan: LaunchPlan) -> str:
         return "for xoffset in tl.range(tl.program_id(0) * XBLOCK, xnumel, row_step):"

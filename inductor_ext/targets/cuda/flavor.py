@@ -51,14 +51,16 @@ class CudaFlavor(TargetFlavor):
     def pdl_wait_statement(self) -> str:
         return "tl.extra.cuda.gdc_wait()"
 
-    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)") -> list[str]:
-        P = plan.programs
+    def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)",
+                    programs: str = "") -> list[str]:
+        P = programs or plan.programs
         if plan.row_loop == "strided":
             return [f"row_start = {program} * XBLOCK", "row_end = xnumel",
                     f"row_step = {P} * XBLOCK"]
         return [
             "row_blocks = (xnumel + XBLOCK - 1) // XBLOCK",
-            f"rows_per_program = ((row_blocks + {P - 1}) // {P}) * XBLOCK",
+            f"rows_per_program = ((row_blocks + {P} - 1) // {P}) * XBLOCK" if programs else
+            f"rows_per_program = ((row_blocks + {plan.programs - 1}) // {P}) * XBLOCK",
             f"row_start = {program} * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, xnumel)",
             "row_step = XBLOCK",

@@ -11,6 +11,7 @@ import dataclasses
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
 from ...plan.types import (
+    PROGRAMS_KEY,
     Config,
     FinalizeBlock,
     LaunchPlan,
@@ -173,6 +174,24 @@ def candidate_configs(tuning: CudaTuning, block_m: int, r0_block: int,
     return tuple(dict.fromkeys(out))
 
 
+def fewer_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, programs: int,
+                   block_m: int) -> int:
+    """The second row-program count the configs are timed at (0: none): SMs x
+    `fewer_programs_per_sm`, balanced, when that is fewer than `programs` and at least
+    half of them (each program then fills at most one unlaunched workspace row)."""
+    if tuning.fewer_programs_per_sm <= 0:
+        return 0
+    fewer = _programs(shape, tuning, device.cores * tuning.fewer_programs_per_sm,
+                      -(-shape.M_hint // block_m))
+    return fewer if 2 * fewer >= programs > fewer else 0
+
+
+def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...]
+                        ) -> tuple[Config, ...]:
+    """Every config at each row-program count (the plan's own first)."""
+    return tuple((*config, (PROGRAMS_KEY, count)) for count in counts for config in configs)
+
+
 def use_prefetch(shape: ShapeInfo, tuning: CudaTuning, r0_block: int, programs: int,
                  column_tiled: bool) -> bool:
     """Double-buffer the loads of persistent rows when a program has enough iterations.
@@ -288,6 +307,11 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         # at 8 warps, which no config holds: 20x slower from spills on the H100).
         fixed = dict(configs[0])
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
+    fewer = (fewer_programs(shape, device, tuning, programs, block_m)
+             if configs and not column_tiled and split_size is None
+             and tuning.row_order == "strided" else 0)
+    if fewer:
+        configs = with_program_counts(configs, (programs, fewer))
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
     if register_tiles and not hint_fits_l2(shape, device, tuning, programs * groups,
                                            block_m):
@@ -326,7 +350,10 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
                                     l2_prefetch=0 if interleaved else plan_.l2_prefetch)
     blocks = max(1, segmented.row_blocks_per_segment(M_hint))
     per_segment = max(1, min(blocks, -(-plan_.programs // segments)))
-    return dataclasses.replace(segmented, programs=segments * per_segment)
+    # Per-sample row ranges are laid out for one program count: the configs keep the plan's.
+    configs = tuple(dict.fromkeys(tuple(item for item in config if item[0] != PROGRAMS_KEY)
+                                  for config in plan_.configs))
+    return dataclasses.replace(segmented, programs=segments * per_segment, configs=configs)
 
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,

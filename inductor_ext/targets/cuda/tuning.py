@@ -15,6 +15,13 @@ class CudaTuning:
     tile_elems: int = 8192
     #: Resident programs per SM at most (the workspace has one row per program).
     programs_per_sm: int = 4
+    #: Persistent rows' configs are also timed at this many programs per SM (0: never),
+    #: each config at both counts: a config whose registers let only 3 blocks of 4 reside
+    #: ran `programs_per_sm` in 1.3 waves (H100, bf16, fraction of copy at 4 / 3 per SM:
+    #: ln 8192x2560 168 regs 0.69 / 0.84, ln 24576x3072 0.85 / 0.95, rms 4096x8192 0.84 /
+    #: 0.89; rms 8192x2560 128 regs 0.89 / 0.86). The register count is known only
+    #: once compiled, so the autotuner picks (bench/NOTES.md, sessions 25-26).
+    fewer_programs_per_sm: int = 3
     #: The same two for groups with an operand read with a stride along the row (a
     #: transposed input): a row block then reads it in runs of XBLOCK elements, so fewer,
     #: larger programs (twice the rows per tile, twice the warps) read longer runs. H100,
