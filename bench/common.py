@@ -79,12 +79,14 @@ def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:
     return out
 
 
-def min_bytes(op: str, M: int, N: int, es: int) -> int:
+def min_bytes(op: str, M: int, N: int, es: int, ws: int | None = None) -> int:
     """Bytes a norm backward must move at least: read x and dy, write dx (3 [M, N]); read
-    the per-row statistics (fp32); read w and write dw (and db for LayerNorm)."""
+    the per-row statistics (fp32); read w and write dw (and db for LayerNorm), of `ws`
+    bytes an element (the parameters' dtype; default `es`, x's)."""
+    ws = es if ws is None else ws
     if op == "rms":
-        return 3 * M * N * es + 4 * M + 2 * N * es
-    return 3 * M * N * es + 8 * M + 4 * N * es
+        return 3 * M * N * es + 4 * M + 2 * N * ws
+    return 3 * M * N * es + 8 * M + 4 * N * ws
 
 
 def has_upstream_mix_order() -> bool:

@@ -5,8 +5,8 @@ inductor_ext as users run it (its cost model decides), the variant the "never sl
 stock" summary line is about.
 
     python bench/sweep_cost_model.py --csv bench/results/cost_sweep_h100.csv [--warm 8]
-        [--part K/P] [--grid full|heldout|strided|twins|smoke]
-        [--variants stock,upstream_off,fused,ext]
+        [--part K/P] [--grid full|heldout|strided|twins|strips|random|bench|smoke]
+        [--seed 42 --count 40] [--variants stock,upstream_off,fused,ext,liger]
     python bench/sweep_cost_model.py --merge h100_out/cost_sweep_h100_part*.csv --csv ...
     python bench/sweep_cost_model.py --aa 7 --only 'rms 4096x768 bf16 transposed' --csv ...
 
@@ -23,6 +23,17 @@ autotunes afresh.
 `--aa R` measures the noise instead: each variant is compiled twice (a and b) and the
 copies are timed in R rotated turns; a / b of the same code is what one sweep measurement
 can move by, the band a "never slower than stock" claim is read within.
+
+`--grid random` draws `--count` norm cases at random (`--seed`; issue 42's roofline
+report, `bench/roofline.py` reads the CSV), `--grid bench` is bench_norm_bwd.py's 16
+cases. On a GPU every row has the same run's copy bandwidth (`copy_tbps`, a 32768x4096
+bf16 add; `shape_copy_tbps`, the same add at the case's size), each timed variant's
+fraction of both (`*_copy_frac`, `*_shape_copy_frac`: min_bytes / time / bandwidth),
+ext's ratios to stock, upstream off and Liger, and what ext's fused kernel was compiled
+to (`ext_programs`, `ext_block_m`, the picked config's registers, resident programs per SM,
+waves) with its final step's share of the backward's kernel time (one profiled replay).
+`liger` (not in the default variants) is Liger's fused RMSNorm / LayerNorm backward,
+skipped with the reason in `liger_skipped` where liger_kernel is not importable.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import json
 import math
 import os
 import pathlib
+import random
 import statistics
 import subprocess
 import sys
@@ -53,14 +65,20 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
+    BASELINE_SHAPES,
     DTYPES,
     GraphTimer,
     apply_setting,
     check,
     copy_tbps,
     description,
+    has_liger,
     has_upstream_mix_order,
     interleaved_rounds,
+    liger_forward,
+    min_bytes,
+    parse_shapes,
+    profiled_replay,
     require_cuda,
 )
 
@@ -70,6 +88,11 @@ import inductor_ext  # noqa: E402
 #: upstream_off: upstream mix-order off; fused: inductor_ext with always_fuse;
 #: ext: inductor_ext with its cost model deciding (the default config).
 VARIANTS = ("stock", "upstream_off", "fused", "ext")
+#: Variants run only when --variants names them: liger is Liger's fused norm backward
+#: (norms only; skipped, with the reason recorded, where liger_kernel is not importable).
+ALL_VARIANTS = (*VARIANTS, "liger")
+#: ext's ratios to these (their time / ext's), per case.
+RATIO_BASES = ("stock", "upstream_off", "liger")
 #: The summary's geomean covers shapes with M*N at least this (where bandwidth dominates).
 GEOMEAN_MIN_NUMEL = 16 * 2**20
 #: What the fused kernel's mix_order_fusion row adds to a case's measurements.
@@ -95,12 +118,51 @@ class Case:
         es, ws = DTYPES[self.dtype].itemsize, DTYPES[self.wdtype].itemsize
         if self.op == "sum":
             return 2 * self.M * self.N * es + (self.M + self.N) * es
-        stats = 4 if self.op == "rms" else 8
-        params = 2 if self.op == "rms" else 4
-        return 3 * self.M * self.N * es + stats * self.M + params * self.N * ws
+        return min_bytes(self.op, self.M, self.N, es, ws)
 
 
-def grid(name: str) -> list[Case]:
+#: The random grid's ranges (issue 42): N and M*N, each log-uniform between its bounds.
+RANDOM_N = (256, 32768)
+RANDOM_NUMEL = (4 * 2**20, 256 * 2**20)
+#: Share of the random grid's N drawn as any integer (masked rows); the rest are
+#: rounded to a multiple of 64.
+RANDOM_ODD_N = 0.2
+
+
+def random_grid(seed: int = 42, count: int = 40) -> list[Case]:
+    """`count` distinct norm cases drawn with `seed` (the same cases for the same seed):
+    op rms or ln; N log-uniform in RANDOM_N, a multiple of 64 but for about one in five;
+    M*N log-uniform in RANDOM_NUMEL (M rounded, then kept so that M*N stays inside);
+    x in bf16, fp16 or fp32, the weights in x's dtype or fp32 (fp32 with fp32 x);
+    contiguous operands."""
+    rng = random.Random(seed)
+    lo_n, hi_n = RANDOM_N
+    lo, hi = RANDOM_NUMEL
+    cases: list[Case] = []
+    while len(cases) < count:
+        op = rng.choice(("rms", "ln"))
+        n = math.exp(rng.uniform(math.log(lo_n), math.log(hi_n)))
+        N = round(n) if rng.random() < RANDOM_ODD_N else 64 * round(n / 64)
+        N = min(max(N, lo_n), hi_n)
+        numel = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        M = min(max(round(numel / N), -(-lo // N)), hi // N)
+        dtype = rng.choice(("bf16", "fp16", "fp32"))
+        wdtype = dtype if dtype == "fp32" else rng.choice((dtype, "fp32"))
+        case = Case(op, M, N, dtype, wdtype, "contiguous")
+        if case not in cases:
+            cases.append(case)
+    return cases
+
+
+def bench_grid() -> list[Case]:
+    """bench_norm_bwd.py's 16 cases: its 8 baseline shapes, RMSNorm and LayerNorm each,
+    the weights in x's dtype."""
+    names = {dt: name for name, dt in DTYPES.items()}
+    return [Case(op, M, N, names[dt], names[dt], "contiguous")
+            for M, N, dt in parse_shapes(BASELINE_SHAPES) for op in ("rms", "ln")]
+
+
+def grid(name: str, seed: int = 42, count: int = 40) -> list[Case]:
     """The sweep's cases. `full`: M*N from 1M to 512M, N 64..32768, rms/ln in bf16 and
     fp32 (fp16 x with fp32 w at some), plain sum pairs, sliced and transposed operands;
     `heldout`: the shapes the issue measured outside the tuned list; `strided`: transposed
@@ -109,7 +171,13 @@ def grid(name: str) -> list[Case]:
     together give `fit_cost_model.py` 14 more transposed / coalesced pairs to fit;
     `strips`: sum pairs with a transposed operand at shapes the full grid has not, whose
     rows Inductor splits on the H100 (fewer than 2 x 32 x 132 rows): the column strips
-    and their price held out; `smoke`: tiny, for the CPU interpreter."""
+    and their price held out; `random`: `count` norm cases drawn with `seed`
+    (`random_grid`); `bench`: bench_norm_bwd.py's 16 cases; `smoke`: tiny, for the CPU
+    interpreter."""
+    if name == "random":
+        return random_grid(seed, count)
+    if name == "bench":
+        return bench_grid()
     if name == "smoke":
         return [Case("rms", 64, 48, "fp32", "fp32", "contiguous"),
                 Case("ln", 33, 64, "fp32", "fp32", "sliced"),
@@ -217,7 +285,11 @@ def run_once(case: Case, variant: str, device: str):
     reference inputs) with everything warmed up."""
     torch._dynamo.reset()
     fn, inputs, wrt, dy = problem(case, device)
-    compiled = torch.compile(fn, options=variant_options(variant), dynamic=False)
+    if variant == "liger":  # Liger's modules sharing our weights, not compiled
+        compiled, params = liger_forward(case.op, case.N, inputs)
+        wrt = [inputs[0], *params]
+    else:
+        compiled = torch.compile(fn, options=variant_options(variant), dynamic=False)
     holder: dict = {}
     if wrt is None:
         def prepare():
@@ -272,39 +344,185 @@ def count_fusion_rows(table_dir: pathlib.Path) -> int:
     return len(fusion_rows(table_dir, 0))
 
 
+def skip_reason(case: Case, variant: str) -> str:
+    """Why `variant` does not run on `case` ("" where it does)."""
+    if variant != "liger":
+        return ""
+    if case.op not in ("rms", "ln"):
+        return "Liger has no kernel for this op"
+    return "" if has_liger() else "liger_kernel is not importable"
+
+
+@contextlib.contextmanager
+def launched_kernels():
+    """The Triton kernels (Inductor's autotuners) launched inside the block, in the order
+    of their first launch: after the block, each holds the config its autotuning picked.
+    Served from Inductor's caches or not, a compiled module launches through
+    `CachingAutotuner.run`."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    seen: dict[int, Any] = {}
+    original = CachingAutotuner.run
+
+    def run(self, *args, **kwargs):
+        seen.setdefault(id(self), self)
+        return original(self, *args, **kwargs)
+
+    CachingAutotuner.run = run  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        CachingAutotuner.run = original  # type: ignore[method-assign]
+
+
+def plan_facts(kernels: list[Any]) -> dict:
+    """What ext's fused kernel was compiled to, from the LaunchPlan in its inductor_meta
+    and the launcher its autotuning kept: programs, rows per block, row tile, the column
+    tiling, the final step; with the compiler's registers (a GPU build), the config's
+    warps and XBLOCK, programs resident per SM, the waves the grid runs in and how full
+    they are (1.0: every wave fills every SM). `ext_planned_kernels` 0: ext declined."""
+    from inductor_ext.plan.types import LaunchPlan
+    from inductor_ext.runtime.autotune import PLAN_KEY, resident_per_sm, waves
+
+    ours = [k for k in kernels if PLAN_KEY in (getattr(k, "inductor_meta", None) or {})]
+    out: dict = {"ext_planned_kernels": len(ours)}
+    if len(ours) != 1:
+        return out
+    kernel = ours[0]
+    plan = LaunchPlan.from_meta(kernel.inductor_meta[PLAN_KEY])
+    out.update(ext_kernel_name=getattr(kernel.fn, "__name__", ""),
+               ext_programs=plan.programs, ext_column_groups=plan.column_groups,
+               ext_block_m=plan.block_m, ext_r0_block=plan.r0_block,
+               ext_column_tiled=plan.column_tiled, ext_register_tiles=plan.register_tiles,
+               ext_final_step="aten" if plan.final_step is None else "generated")
+    if len(kernel.launchers) != 1:
+        return out
+    launcher = kernel.launchers[0]
+    warps = launcher.config.num_warps
+    n_regs = getattr(launcher, "n_regs", None)
+    props = kernel.device_props
+    per_sm = resident_per_sm(n_regs, warps, props)
+    grid_waves = waves(plan.grid, n_regs, warps, props)
+    sms = getattr(props, "multi_processor_count", None)
+    out.update(ext_xblock=launcher.config.kwargs.get("XBLOCK"), ext_num_warps=warps,
+               ext_n_regs=n_regs, ext_n_spills=getattr(launcher, "n_spills", None),
+               ext_resident_per_sm=per_sm, ext_waves=grid_waves,
+               ext_wave_fill=(round(plan.grid / (grid_waves * per_sm * sms), 4)
+                              if grid_waves and per_sm and sms else None))
+    return out
+
+
+def final_step_facts(graph: Any, timer: GraphTimer, kernel_name: str,
+                     replays: int = 3) -> dict:
+    """ext's backward in profiled replays (each after the timed replays' L2 flush),
+    averaged: every kernel's device time, the fused kernel's (the one named
+    `kernel_name`, else the longest), what runs after it ends (the final step, and any
+    cast after it) and its share of the kernels' time, and the timeline after the fused
+    kernel's end."""
+    total = fused = final = tail = 0.0
+    count = 0
+    for _ in range(replays):
+        events = profiled_replay(graph, timer)
+        if not events:
+            return {}
+        named = [e for e in events if kernel_name and kernel_name in e.name]
+        main = named[0] if named else max(events, key=lambda e: e.device_time_total)
+        end = main.time_range.end
+        total += sum(e.device_time_total for e in events) / replays
+        fused += main.device_time_total / replays
+        final += sum(e.device_time_total for e in events
+                     if e.time_range.start >= end) / replays
+        tail += (max(e.time_range.end for e in events) - end) / replays
+        count = len(events)
+    return {"ext_backward_kernels": count, "ext_kernels_us": round(total, 2),
+            "ext_fused_kernel_us": round(fused, 2), "ext_final_us": round(final, 2),
+            "ext_final_share": round(final / total, 4) if total else None,
+            "ext_tail_us": round(tail, 2)}
+
+
 def measure_variant(case: Case, variant: str, timer: GraphTimer | None,
                     table_dir: pathlib.Path, device: str) -> dict:
-    """One variant of one case: correct first, then timed; the fused variant also
-    reports what the hook recorded (its tensors die with this frame)."""
+    """One variant of one case: correct first, then timed; the fused and ext variants
+    also report what the hook recorded, ext what its fused kernel was compiled to and its
+    final step's share (their tensors die with this frame)."""
     out: dict = {}
+    reason = skip_reason(case, variant)
+    if reason:
+        return {f"{variant}_skipped": reason}
     before = count_fusion_rows(table_dir)
     inductor_ext.metrics.reset()
     t0 = time.perf_counter()
+    kernels: dict[int, Any] = {}
     try:
-        ok, err, graph, _replayed_into = run_checked(case, variant, timer, device)
+        with launched_kernels() as kernels:
+            ok, err, graph, _replayed_into = run_checked(case, variant, timer, device)
         out[f"{variant}_ok"] = ok
         out[f"{variant}_err"] = err
         out[f"{variant}_us"] = (timer.time_us(graph) if timer is not None and ok
                                 else math.nan)
+        if variant == "ext":
+            try:  # what the kernel was compiled to: facts, not the variant's result
+                out.update(plan_facts(list(kernels.values())))
+                if timer is not None and ok:
+                    out.update(final_step_facts(graph, timer,
+                                                out.get("ext_kernel_name", "")))
+            except Exception as exc:
+                out["ext_facts_error"] = repr(exc)[:300]
     except Exception as exc:  # a failing variant is a result, not a stop
         out[f"{variant}_ok"] = False
         out[f"{variant}_us"] = math.nan
         out[f"{variant}_error"] = repr(exc)[:300]
     out[f"{variant}_s"] = round(time.perf_counter() - t0, 2)
-    if variant == "fused":
-        out["fused_kernels"] = inductor_ext.metrics.mix_order_kernels
+    if variant in RECORDED_VARIANTS:
+        prefix = RECORDED_VARIANTS[variant]
+        out[f"{variant}_kernels"] = inductor_ext.metrics.mix_order_kernels
         fused = fusion_rows(table_dir, before)
         if len(fused) == 1:
-            out.update({key: fused[0].get(key, "") for key in RECORDED})
+            out.update({prefix + key: fused[0].get(key, "") for key in RECORDED})
+    return out
+
+
+#: The variants whose fusion-table row a case records, and the prefix of its columns
+#: (fused's unprefixed: fit_cost_model.py reads them).
+RECORDED_VARIANTS = {"fused": "", "ext": "ext_"}
+
+
+def record_path(record_dir: pathlib.Path, case: Case, variant: str) -> pathlib.Path:
+    """Where a warm process leaves a variant's fusion-table rows for one case."""
+    return record_dir / f"{case_key(case)}{'' if variant == 'fused' else '.' + variant}.json"
+
+
+def roofline_columns(row: dict, run_copy: float | None) -> dict:
+    """Each timed variant's fraction of the copy bandwidth (min_bytes / time / bandwidth):
+    of the run's (`copy_tbps`) and of the same add at this size (`shape_copy_tbps`); ext's
+    ratios to stock, upstream off and Liger (their time / ext's: above 1, ext is faster)."""
+    out: dict = {}
+    if run_copy is not None:
+        out["copy_tbps"] = round(run_copy, 4)
+    for variant in ALL_VARIANTS:
+        us = row.get(f"{variant}_us")
+        if not isinstance(us, float) or math.isnan(us) or not us:
+            continue
+        tbps = row["min_bytes"] / (us * 1e-6) / 1e12
+        if run_copy:
+            out[f"{variant}_copy_frac"] = round(tbps / run_copy, 4)
+        if row.get("shape_copy_tbps"):
+            out[f"{variant}_shape_copy_frac"] = round(tbps / row["shape_copy_tbps"], 4)
+    ext = row.get("ext_us")
+    for base in RATIO_BASES[1:]:  # ext_over_stock is the summary's own column
+        other = row.get(f"{base}_us")
+        out[f"ext_over_{base}"] = (other / ext if ext and other and not math.isnan(ext)
+                                   else math.nan)
     return out
 
 
 def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path,
-            device: str, out_csv: str | None, record_dir: pathlib.Path) -> list[dict]:
+            device: str, out_csv: str | None, record_dir: pathlib.Path,
+            run_copy: float | None = None) -> list[dict]:
     rows = []
     for case in cases:
         row: dict = {**dataclasses.asdict(case), "case": case.name,
-                     "min_bytes": case.min_bytes()}
+                     "numel": case.M * case.N, "min_bytes": case.min_bytes()}
         if timer is not None:
             row["shape_copy_tbps"] = copy_tbps(timer, numel=case.M * case.N,
                                                dtype=DTYPES[case.dtype])
@@ -312,17 +530,19 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
             row.update(measure_variant(case, variant, timer, table_dir, device))
             if device == "cuda":
                 torch.cuda.empty_cache()
-        recorded = record_dir / f"{case_key(case)}.json"
-        if "shape_info" not in row and recorded.exists():
-            fused = json.loads(recorded.read_text())
-            if len(fused) == 1:
-                row.update({k: fused[0].get(k, "") for k in RECORDED})
+        for variant, prefix in RECORDED_VARIANTS.items():
+            recorded = record_path(record_dir, case, variant)
+            if prefix + "shape_info" not in row and recorded.exists():
+                fused = json.loads(recorded.read_text())
+                if len(fused) == 1:
+                    row.update({prefix + k: fused[0].get(k, "") for k in RECORDED})
         best = min(row.get("stock_us", math.nan), row.get("upstream_off_us", math.nan))
         for variant in ("fused", "ext"):
             us = row.get(f"{variant}_us")
             row[f"{variant}_speedup"] = best / us if us else math.nan
         row["ext_over_stock"] = (row["stock_us"] / row["ext_us"]
                                  if row.get("ext_us") and "stock_us" in row else math.nan)
+        row.update(roofline_columns(row, run_copy))
         rows.append(row)
         print(case_line(row, timed=timer is not None), flush=True)
         if out_csv:
@@ -330,26 +550,34 @@ def measure(cases: list[Case], timer: GraphTimer | None, table_dir: pathlib.Path
     return rows
 
 
+def model_fuses(row: dict) -> bool:
+    """The cost model's verdict as fused's row recorded it, else ext's (fused not run)."""
+    return (row.get("model_fuses") or row.get("ext_model_fuses")) == "True"
+
+
 def case_line(row: dict, timed: bool) -> str:
     """One case's printed line: each variant's time and the speedups (GPU); untimed (the
     CPU interpreter, which measures nothing) whether each variant matched float64."""
-    model = f"model {'fuse' if row.get('model_fuses') == 'True' else 'decline'}"
+    model = f"model {'fuse' if model_fuses(row) else 'decline'}"
     if not timed:
         checks = "  ".join(f"{v} {'ok' if row.get(f'{v}_ok') else 'WRONG'}"
-                           for v in VARIANTS if f"{v}_ok" in row)
+                           for v in ALL_VARIANTS if f"{v}_ok" in row)
         return f"{row['case']:44s} vs float64: {checks}  {model}  (not timed: CPU)"
     return (f"{row['case']:44s} stock {row.get('stock_us', math.nan):9.1f} off "
             f"{row.get('upstream_off_us', math.nan):9.1f} fused "
             f"{row.get('fused_us', math.nan):9.1f} ext {row.get('ext_us', math.nan):9.1f} us"
-            f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  {model}")
+            f"  fused x{row['fused_speedup']:.2f} ext x{row['ext_speedup']:.2f}  {model}"
+            + (f"  liger {row['liger_us']:.1f} us" if "liger_us" in row else "")
+            + (f"  ext {row['ext_copy_frac']:.2f} of copy" if "ext_copy_frac" in row else ""))
 
 
 def untimed_summary(rows: list[dict]) -> str:
     """The CPU run's verdict: correctness and the model's decisions, no speed."""
-    wrong = [f"{r['case']} {v}" for r in rows for v in VARIANTS if r.get(f"{v}_ok") is False]
+    wrong = [f"{r['case']} {v}" for r in rows for v in ALL_VARIANTS
+             if r.get(f"{v}_ok") is False]
     return (f"{len(rows)} cases checked against float64 on CPU, not timed: "
             f"{len(wrong)} wrong{f' ({wrong})' if wrong else ''}; model fuses in "
-            f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}")
+            f"{sum(1 for r in rows if model_fuses(r))}")
 
 
 def summary(rows: list[dict]) -> str:
@@ -358,7 +586,7 @@ def summary(rows: list[dict]) -> str:
     over stock on the large shapes."""
     faster = sum(1 for r in rows if r["fused_speedup"] > 1)
     lines = [f"{len(rows)} cases: fusing faster in {faster}; model fuses in "
-             f"{sum(1 for r in rows if r.get('model_fuses') == 'True')}"]
+             f"{sum(1 for r in rows if model_fuses(r))}"]
     ext = [r for r in rows if not math.isnan(r["ext_speedup"])]
     if ext:
         worst = min(ext, key=lambda r: r["ext_speedup"])
@@ -494,6 +722,7 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--compile-only", "--part", ARGS.part,
              "--worker", f"{k}/{workers}", "--grid", ARGS.grid, "--device", ARGS.device,
+             "--seed", str(ARGS.seed), "--count", str(ARGS.count),
              "--records", str(record_dir), "--variants", ",".join(ARGS.variants),
              "--only", ARGS.only, "--setting", ARGS.setting],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
@@ -512,8 +741,10 @@ def main(argv: list[str] | None = None) -> int:
                                  description=description(__doc__))
     ap.add_argument("--csv", default="")
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
-                                       "smoke"),
+                                       "random", "bench", "smoke"),
                     default="full")
+    ap.add_argument("--seed", type=int, default=42, help="--grid random: the draw's seed")
+    ap.add_argument("--count", type=int, default=40, help="--grid random: cases drawn")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
     ap.add_argument("--only", default="",
@@ -534,14 +765,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aa", type=int, default=0, metavar="R",
                     help="noise run: each variant compiled twice, timed in R rotated turns")
     ap.add_argument("--variants", default=",".join(VARIANTS),
-                    help=f"comma-separated, of {','.join(VARIANTS)}")
+                    help=f"comma-separated, of {','.join(ALL_VARIANTS)}")
     global ARGS
     ARGS = args = ap.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
     apply_setting(args.setting)
-    unknown = sorted(set(args.variants) - set(VARIANTS))
+    unknown = sorted(set(args.variants) - set(ALL_VARIANTS))
     if unknown:
-        ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+        ap.error(f"--variants: unknown {unknown}; choose from {list(ALL_VARIANTS)}")
     if args.merge:
         try:
             rows = read_parts(args.merge)
@@ -554,7 +785,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
-    cases = [case for case in grid(args.grid) if selected(case, args.only)]
+    cases = [case for case in grid(args.grid, args.seed, args.count)
+             if selected(case, args.only)]
     if not cases:
         ap.error(f"--only {args.only!r}: no case of the {args.grid} grid matches")
     cases = cases[k::p][w::workers]
@@ -576,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
         record_dir = pathlib.Path(args.records)
         for case in cases:
             for variant in args.variants:
+                if skip_reason(case, variant):
+                    continue
                 before = count_fusion_rows(table_dir)
                 try:
                     with inductor_ext.config.patch(always_fuse=variant == "fused"):
@@ -584,9 +818,9 @@ def main(argv: list[str] | None = None) -> int:
                         step()
                 except Exception as exc:  # the timing process reports it
                     print(f"{case.name} {variant}: {exc!r}", file=sys.stderr)
-                if variant == "fused":
+                if variant in RECORDED_VARIANTS:
                     record = fusion_rows(table_dir, before)
-                    (record_dir / f"{case_key(case)}.json").write_text(json.dumps(record))
+                    record_path(record_dir, case, variant).write_text(json.dumps(record))
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
         return 0
@@ -599,7 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records_only:
         rows = []
         for case in cases:
-            path = record_dir / f"{case_key(case)}.json"
+            path = record_path(record_dir, case, "fused")
             fused = json.loads(path.read_text()) if path.exists() else []
             rows.append({**dataclasses.asdict(case), "case": case.name,
                          **({k: fused[0].get(k, "") for k in RECORDED}
@@ -609,9 +843,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recorded {sum(1 for r in rows if 'shape_info' in r)} of {len(rows)} cases")
         return 0
     timer = GraphTimer("read") if args.device == "cuda" else None
+    run_copy = None
     if timer is not None:
+        run_copy = copy_tbps(timer)
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy "
-              f"{copy_tbps(timer):.3f} TB/s", flush=True)
+              f"{run_copy:.3f} TB/s", flush=True)
     else:
         print(f"torch {torch.__version__} on CPU (Triton interpreter): each case checked, "
               f"not timed; the CSV's *_s columns are the interpreter's wall clock, not "
@@ -621,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.aa:
         print(aa_summary(measure_aa(cases, timer, args.aa, out)))
         return 0
-    rows = measure(cases, timer, table_dir, args.device, out, record_dir)
+    rows = measure(cases, timer, table_dir, args.device, out, record_dir, run_copy)
     print(summary(rows) if timer is not None else untimed_summary(rows))
     print(json.dumps({"cases": len(rows)}))
     return 0

@@ -1,0 +1,247 @@
+"""Roofline report of a norm-backward sweep (issue 42): per shape, the bytes a backward must
+move, the share of the same run's copy bandwidth inductor_ext reaches, the bar it must
+meet and where the rest goes; then the distribution over all shapes, as text and a plot.
+
+    python bench/roofline.py bench/results/roofline_random_h100.csv [MORE.csv ...]
+        [--plot bench/results/roofline_random_h100.png] [--csv roofline_table.csv]
+        [--against run|shape]
+
+Reads the CSVs of `sweep_cost_model.py --grid random|bench` (GPU runs; a case in a later
+file replaces the same case in an earlier one) and needs no GPU. A shape's copy fraction
+is min_bytes / time / copy bandwidth: the run's copy (`copy_tbps`, a 2-read-1-write bf16
+add of 32768x4096) by default, the same add at the shape's size with `--against shape`.
+The bar is 0.92 for M*N >= 16M, 0.85 for 4M <= M*N < 16M (none below). Where the rest
+goes, in microseconds of ext's time beyond the copy-speed time of min_bytes: the fp32
+workspace's write and read-back at copy speed, the final step (kernels after the fused
+one, from a profiled replay), and the remainder in the fused kernel itself; with its plan
+(programs, rows per block, row tile, column tiling) and the picked config's registers,
+resident programs per SM, waves and how full they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import description, write_rows  # noqa: E402
+
+#: ext's ratios to these (their time / ext's; sweep_cost_model.RATIO_BASES, not imported:
+#: that module sets Inductor's cache dir as it loads).
+RATIO_BASES = ("stock", "upstream_off", "liger")
+
+#: (smallest M*N, copy fraction ext must reach there), largest first.
+THRESHOLDS = ((16 * 2**20, 0.92), (4 * 2**20, 0.85))
+#: The variants besides ext whose fractions the plot shows.
+OTHERS = ("stock", "upstream_off", "fused", "liger")
+#: The plan columns a shape's line and table carry (sweep column -> table column).
+PLAN = {"ext_programs": "programs", "ext_column_groups": "groups", "ext_block_m": "block_m",
+        "ext_r0_block": "r0_block", "ext_column_tiled": "column_tiled",
+        "ext_register_tiles": "register_tiles", "ext_final_step": "final_step",
+        "ext_xblock": "XBLOCK", "ext_num_warps": "warps", "ext_n_regs": "regs",
+        "ext_n_spills": "spills", "ext_resident_per_sm": "per_sm", "ext_waves": "waves",
+        "ext_wave_fill": "wave_fill"}
+
+
+def threshold(numel: int) -> float | None:
+    """The copy fraction a shape of `numel` elements must reach (None: no bar)."""
+    for least, bar in THRESHOLDS:
+        if numel >= least:
+            return bar
+    return None
+
+
+def number(value: object) -> float:
+    """A CSV cell as a float; NaN where it is empty or not a number."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read(paths: Sequence[str]) -> list[dict]:
+    """The sweep rows of `paths` in order, a later file's case replacing an earlier one's."""
+    by_case: dict[str, dict] = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                by_case.pop(row["case"], None)
+                by_case[row["case"]] = row
+    return list(by_case.values())
+
+
+def fraction(row: dict, variant: str, against: str) -> float:
+    """`variant`'s copy fraction in a sweep row: min_bytes / time / copy bandwidth."""
+    us = number(row.get(f"{variant}_us"))
+    copy = number(row.get("copy_tbps" if against == "run" else "shape_copy_tbps"))
+    if not us > 0 or not copy > 0:
+        return math.nan
+    return number(row["min_bytes"]) / (us * 1e-6) / (copy * 1e12)
+
+
+def shape_row(row: dict, against: str = "run") -> dict:
+    """One shape of the report: sizes, min MB, ext's copy fraction, its bar and verdict,
+    ext's ratios to the other variants, where ext's time beyond copy speed goes, and the
+    plan facts; `<variant>_frac` for each other variant timed."""
+    M, N = int(row["M"]), int(row["N"])
+    numel = M * N
+    min_b = number(row["min_bytes"])
+    frac = fraction(row, "ext", against)
+    bar = threshold(numel)
+    out: dict = {"case": row["case"], "op": row["op"], "M": M, "N": N,
+                 "dtype": row["dtype"], "param_dtype": row.get("wdtype", row["dtype"]),
+                 "numel": numel, "min_MB": round(min_b / 1e6, 3),
+                 "ext_frac": round(frac, 4), "threshold": bar if bar is not None else "",
+                 "verdict": ("n/a" if bar is None or math.isnan(frac)
+                             else "pass" if frac >= bar else "FAIL")}
+    ext_us = number(row.get("ext_us"))
+    for base in RATIO_BASES:
+        out[f"ext_over_{base}"] = round(number(row.get(f"{base}_us")) / ext_us, 4)
+    for variant in OTHERS:
+        out[f"{variant}_frac"] = round(fraction(row, variant, against), 4)
+    copy = number(row.get("copy_tbps" if against == "run" else "shape_copy_tbps"))
+    ideal = min_b / (copy * 1e12) * 1e6 if copy > 0 else math.nan
+    ws = number(row.get("ext_workspace_bytes"))
+    ws_us = 2 * ws / (copy * 1e12) * 1e6 if copy > 0 and ws >= 0 else math.nan
+    final = number(row.get("ext_final_us"))
+    gap = ext_us - ideal
+    out.update(ext_us=round(ext_us, 2), copy_speed_us=round(ideal, 2), gap_us=round(gap, 2),
+               workspace_us=round(ws_us, 2), final_step_us=round(final, 2),
+               final_step_share=round(number(row.get("ext_final_share")), 4),
+               rest_us=round(gap - (0 if math.isnan(ws_us) else ws_us)
+                             - (0 if math.isnan(final) else final), 2))
+    for column, name in PLAN.items():
+        out[name] = row.get(column, "")
+    return out
+
+
+def distribution(shapes: list[dict]) -> str:
+    """Min, median, share passing its bar and the worst 5 (by fraction over bar) of ext's
+    copy fractions."""
+    fracs = [s["ext_frac"] for s in shapes if not math.isnan(s["ext_frac"])]
+    if not fracs:
+        return f"{len(shapes)} shapes, none with an ext time"
+    barred = [s for s in shapes if s["verdict"] in ("pass", "FAIL")]
+    passing = sum(1 for s in barred if s["verdict"] == "pass")
+    lines = [f"{len(shapes)} shapes ({len(fracs)} timed): ext copy fraction min "
+             f"{min(fracs):.3f}, median {statistics.median(fracs):.3f}, max {max(fracs):.3f}; "
+             f"{passing} of {len(barred)} with a bar pass it "
+             f"({passing / len(barred) if barred else math.nan:.0%})"]
+    for base in RATIO_BASES:
+        ratios = [s[f"ext_over_{base}"] for s in shapes if s[f"ext_over_{base}"] > 0]
+        if ratios:
+            geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            lines.append(f"ext vs {base} (their time / ext's) over {len(ratios)} shapes: "
+                         f"min x{min(ratios):.3f}, median x{statistics.median(ratios):.3f}, "
+                         f"geomean x{geo:.3f}")
+    worst = sorted(barred, key=lambda s: s["ext_frac"] / s["threshold"])[:5]
+    lines.append("worst 5 against their bar: " + "; ".join(
+        f"{s['case']} {s['ext_frac']:.3f} < {s['threshold']}" if s["verdict"] == "FAIL"
+        else f"{s['case']} {s['ext_frac']:.3f} >= {s['threshold']}" for s in worst))
+    return "\n".join(lines)
+
+
+def shape_line(s: dict) -> str:
+    plan = " ".join(f"{name}={s[name]}" for name in PLAN.values() if s[name] not in ("", None))
+    return (f"{s['op']:3s} {s['M']:>7d}x{s['N']:<5d} {s['dtype']:4s} w{s['param_dtype']:4s} "
+            f"{s['numel'] / 2**20:7.1f}M {s['min_MB']:8.1f} MB  ext {s['ext_frac']:.3f} "
+            f"bar {s['threshold'] or '-':4} {s['verdict']:4s}  x{s['ext_over_stock']:.2f} "
+            f"x{s['ext_over_upstream_off']:.2f} x{s['ext_over_liger']:.2f}  gap "
+            f"{s['gap_us']:7.1f} us = ws {s['workspace_us']:5.1f} + final "
+            f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}")
+
+
+HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict  "
+          "ext vs stock / upstream off / liger  ext's time beyond copy speed  plan")
+
+
+def plot(shapes: list[dict], path: str, title: str = "") -> None:
+    """Left: ext's copy fraction against M*N (log), by op, the bars as lines, the other
+    variants lighter; right: the fractions' ECDF per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ecdf) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(3, 2))
+    markers = dict(zip(OTHERS, "vs^D"))
+    for variant in OTHERS:
+        pts = [(s["numel"], s[f"{variant}_frac"]) for s in shapes
+               if not math.isnan(s[f"{variant}_frac"])]
+        if pts:
+            ax.scatter(*zip(*pts), marker=markers[variant], s=18, color="gray", alpha=0.35,
+                       label=variant)
+    for op, color in (("rms", "tab:blue"), ("ln", "tab:orange")):
+        pts = [(s["numel"], s["ext_frac"]) for s in shapes
+               if s["op"] == op and not math.isnan(s["ext_frac"])]
+        if pts:
+            ax.scatter(*zip(*pts), s=30, color=color, label=f"ext {op}", zorder=3)
+    top = max([s["numel"] for s in shapes] + [THRESHOLDS[0][0] * 2])
+    edges = [top * 1.5] + [least for least, _ in THRESHOLDS]
+    for (least, bar), high in zip(THRESHOLDS, edges):
+        ax.hlines(bar, least, high, colors="black", linestyles="--", linewidth=1)
+        ax.annotate(f"{bar}", (least, bar), textcoords="offset points", xytext=(2, 3),
+                    fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("M*N (elements)")
+    ax.set_ylabel("min bytes / time / copy bandwidth")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    for variant in ("ext", *OTHERS):
+        fracs = sorted(s[f"{variant}_frac"] for s in shapes
+                       if not math.isnan(s[f"{variant}_frac"]))
+        if fracs:
+            ecdf.step(fracs, [(k + 1) / len(fracs) for k in range(len(fracs))], where="post",
+                      label=f"{variant} ({len(fracs)})",
+                      linewidth=2 if variant == "ext" else 1)
+    for _, bar in THRESHOLDS:
+        ecdf.axvline(bar, color="black", linestyle="--", linewidth=1)
+    ecdf.set_xlabel("copy fraction")
+    ecdf.set_ylabel("share of shapes at or below")
+    ecdf.legend(fontsize=8, loc="upper left")
+    ecdf.grid(alpha=0.3)
+    fig.suptitle(title or f"Norm backward: copy fraction over {len(shapes)} shapes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="roofline.py", description=description(__doc__))
+    ap.add_argument("csvs", nargs="+", metavar="SWEEP_CSV",
+                    help="sweep_cost_model.py CSVs (GPU runs)")
+    ap.add_argument("--plot", default="", help="write the plot here (PNG)")
+    ap.add_argument("--csv", default="", help="write the per-shape table here")
+    ap.add_argument("--title", default="", help="the plot's title")
+    ap.add_argument("--against", choices=("run", "shape"), default="run",
+                    help="copy bandwidth of the run (32768x4096 bf16) or of the shape's size")
+    args = ap.parse_args(argv)
+    try:
+        rows = read(args.csvs)
+    except (OSError, KeyError, csv.Error) as exc:
+        ap.exit(2, f"{ap.prog}: error: cannot read the sweep CSVs ({exc!r})\n")
+    if not rows:
+        ap.exit(2, f"{ap.prog}: error: no case in {', '.join(args.csvs)}\n")
+    shapes = sorted((shape_row(row, args.against) for row in rows),
+                    key=lambda s: (s["op"], s["numel"], s["N"]))
+    print(f"copy fraction against the {args.against}'s copy bandwidth")
+    print(HEADER)
+    for s in shapes:
+        print(shape_line(s))
+    print(distribution(shapes))
+    if args.csv:
+        write_rows(args.csv, shapes)
+        print(f"wrote {args.csv}")
+    if args.plot:
+        plot(shapes, args.plot, args.title)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Issue 42's roofline report: the sweep's random and bench grids, its per-case copy
+fractions and ratios, and bench/roofline.py on a handmade sweep CSV (no GPU)."""
+
+import csv
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+import roofline  # noqa: E402
+import sweep_cost_model  # noqa: E402
+
+
+def test_random_grid_is_deterministic_and_inside_its_ranges():
+    cases = sweep_cost_model.grid("random", seed=42, count=60)
+    assert cases == sweep_cost_model.random_grid(42, 60)
+    assert len(cases) == len(set(cases)) == 60
+    assert sweep_cost_model.random_grid(7, 60) != cases
+    assert sweep_cost_model.grid("random")[:10] == sweep_cost_model.random_grid(42, 40)[:10]
+    for c in cases:
+        assert 256 <= c.N <= 32768
+        assert 4 * 2**20 <= c.M * c.N <= 256 * 2**20 and c.M >= 1
+        assert c.layout == "contiguous" and c.op in ("rms", "ln")
+        assert c.wdtype in (c.dtype, "fp32")
+        assert c.dtype != "fp32" or c.wdtype == "fp32"
+    assert {c.op for c in cases} == {"rms", "ln"}
+    assert {c.dtype for c in cases} == {"bf16", "fp16", "fp32"}
+    assert {c.wdtype for c in cases if c.dtype != "fp32"} == {"bf16", "fp16", "fp32"}
+    odd = sum(1 for c in cases if c.N % 64)
+    assert 0 < odd < len(cases) / 2  # about one in five masked rows
+    # spread over the log range of both N and M*N, not piled at one end
+    assert min(c.N for c in cases) < 1024 and max(c.N for c in cases) > 8192
+    assert (min(c.M * c.N for c in cases) < 16 * 2**20
+            and max(c.M * c.N for c in cases) > 64 * 2**20)
+
+
+def test_bench_grid_is_the_16_bench_cases():
+    cases = sweep_cost_model.grid("bench")
+    assert len(cases) == len(set(cases)) == 16
+    assert {c.op for c in cases} == {"rms", "ln"}
+    assert sweep_cost_model.Case("rms", 32768, 4096, "bf16", "bf16", "contiguous") in cases
+    assert sweep_cost_model.Case("ln", 576000, 384, "fp32", "fp32", "contiguous") in cases
+
+
+def test_case_bytes_count_the_vectors_in_their_own_dtype():
+    case = sweep_cost_model.Case("ln", 4, 8, "bf16", "fp32", "contiguous")
+    assert case.min_bytes() == 3 * 4 * 8 * 2 + 8 * 4 + 4 * 8 * 4
+    rms = sweep_cost_model.Case("rms", 4, 8, "fp16", "fp16", "contiguous")
+    assert rms.min_bytes() == 3 * 4 * 8 * 2 + 4 * 4 + 2 * 8 * 2
+
+
+def test_liger_is_skipped_with_its_reason(monkeypatch):
+    case = sweep_cost_model.Case("rms", 64, 64, "fp32", "fp32", "contiguous")
+    monkeypatch.setattr(sweep_cost_model, "has_liger", lambda: False)
+    assert sweep_cost_model.skip_reason(case, "liger") == "liger_kernel is not importable"
+    out = sweep_cost_model.measure_variant(case, "liger", None, None, "cpu")
+    assert out == {"liger_skipped": "liger_kernel is not importable"}
+    assert sweep_cost_model.skip_reason(case, "ext") == ""
+    sums = sweep_cost_model.Case("sum", 64, 64, "fp32", "fp32", "contiguous")
+    assert "no kernel" in sweep_cost_model.skip_reason(sums, "liger")
+
+
+def test_sweep_rows_carry_copy_fractions_and_ratios():
+    row = {"min_bytes": 3e6, "shape_copy_tbps": 2.0, "stock_us": 2.0, "upstream_off_us": 3.0,
+           "ext_us": 1.5, "liger_us": math.nan}
+    out = sweep_cost_model.roofline_columns(row, run_copy=2.5)
+    assert out["copy_tbps"] == 2.5
+    assert out["ext_copy_frac"] == pytest.approx(3e6 / 1.5e-6 / 2.5e12, abs=1e-4)  # 0.8
+    assert out["ext_shape_copy_frac"] == pytest.approx(1.0)
+    assert out["stock_copy_frac"] == pytest.approx(0.6)
+    assert "liger_copy_frac" not in out and math.isnan(out["ext_over_liger"])
+    assert out["ext_over_upstream_off"] == 2.0
+
+
+FIELDS = ["case", "op", "M", "N", "dtype", "wdtype", "min_bytes", "copy_tbps",
+          "shape_copy_tbps", "stock_us", "upstream_off_us", "ext_us", "liger_us",
+          "ext_workspace_bytes", "ext_final_us", "ext_final_share", "ext_programs",
+          "ext_block_m", "ext_waves"]
+
+
+def _sweep_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _row(op, M, N, ext_us, **extra):
+    min_bytes = 3 * M * N * 2 + 4 * M + 2 * N * 2
+    return {"case": f"{op} {M}x{N} bf16 contiguous", "op": op, "M": M, "N": N,
+            "dtype": "bf16", "wdtype": "bf16", "min_bytes": min_bytes, "copy_tbps": 3.0,
+            "shape_copy_tbps": 2.5, "stock_us": 2 * ext_us, "upstream_off_us": 1.5 * ext_us,
+            "ext_us": ext_us, "liger_us": "", **extra}
+
+
+def test_thresholds_by_size():
+    assert roofline.threshold(16 * 2**20) == 0.92
+    assert roofline.threshold(16 * 2**20 - 1) == 0.85
+    assert roofline.threshold(4 * 2**20) == 0.85
+    assert roofline.threshold(4 * 2**20 - 1) is None
+
+
+def test_roofline_table_summary_plot_and_csv(tmp_path, capsys):
+    big = _row("rms", 8192, 4096, 0.0, ext_workspace_bytes=1_000_000, ext_final_us=3.0,
+               ext_final_share=0.05, ext_programs=528, ext_block_m=2, ext_waves=1)
+    # ext at 0.95 of the run's 3 TB/s copy: passes 0.92
+    big["ext_us"] = big["min_bytes"] / (0.95 * 3e12) * 1e6
+    big["stock_us"], big["upstream_off_us"] = 2 * big["ext_us"], 1.5 * big["ext_us"]
+    mid = _row("ln", 2048, 4096, 0.0)  # 8M elements: bar 0.85
+    mid["ext_us"] = mid["min_bytes"] / (0.80 * 3e12) * 1e6
+    mid["stock_us"], mid["upstream_off_us"] = 2 * mid["ext_us"], 1.5 * mid["ext_us"]
+    small = _row("rms", 64, 64, 5.0)  # no bar
+    old = {**mid, "ext_us": 1.0}
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    _sweep_csv(first, [old, small])
+    _sweep_csv(second, [big, mid])  # mid replaces old
+    table, png = tmp_path / "table.csv", tmp_path / "plot.png"
+    assert roofline.main([str(first), str(second), "--csv", str(table),
+                          "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "3 shapes (3 timed)" in out and "1 of 2 with a bar pass it (50%)" in out
+    assert "ln 2048x4096 bf16 contiguous 0.800 < 0.85" in out
+    assert "ext vs stock (their time / ext's) over 3 shapes: min x2.000" in out
+    with open(table, newline="") as f:
+        rows = {r["case"]: r for r in csv.DictReader(f)}
+    assert len(rows) == 3
+    b, m, s = (rows[r["case"]] for r in (big, mid, small))
+    assert float(b["ext_frac"]) == pytest.approx(0.95, abs=1e-4)
+    assert (b["threshold"], b["verdict"]) == ("0.92", "pass")
+    assert (m["threshold"], m["verdict"]) == ("0.85", "FAIL")
+    assert float(m["ext_frac"]) == pytest.approx(0.80, abs=1e-4)
+    assert (s["threshold"], s["verdict"]) == ("", "n/a")
+    assert float(b["ext_over_stock"]) == 2.0 and float(b["ext_over_upstream_off"]) == 1.5
+    assert math.isnan(float(b["ext_over_liger"]))
+    assert float(b["stock_frac"]) == pytest.approx(0.475, abs=1e-4)
+    # where the rest goes: 2 x 1 MB of workspace at 3 TB/s, the final step, the remainder
+    assert float(b["workspace_us"]) == pytest.approx(2e6 / 3e12 * 1e6, abs=0.01)
+    assert float(b["final_step_us"]) == 3.0
+    gap = float(b["ext_us"]) - float(b["copy_speed_us"])
+    assert float(b["gap_us"]) == pytest.approx(gap, abs=0.02)
+    assert float(b["rest_us"]) == pytest.approx(gap - 3.0 - 2e6 / 3e12 * 1e6, abs=0.03)
+    assert (b["programs"], b["block_m"], b["waves"]) == ("528", "2", "1")
+    assert float(b["min_MB"]) == pytest.approx(big["min_bytes"] / 1e6, abs=1e-3)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_roofline_against_the_shapes_copy(tmp_path, capsys):
+    row = _row("rms", 8192, 4096, 10.0)
+    path = tmp_path / "a.csv"
+    _sweep_csv(path, [row])
+    table = tmp_path / "t.csv"
+    roofline.main([str(path), "--against", "shape", "--csv", str(table)])
+    with open(table, newline="") as f:
+        (got,) = list(csv.DictReader(f))
+    assert float(got["ext_frac"]) == pytest.approx(
+        row["min_bytes"] / 10e-6 / 2.5e12, abs=1e-4)
+    assert "against the shape's copy bandwidth" in capsys.readouterr().out
+
+
+def test_roofline_without_cases_is_one_line(tmp_path, capsys):
+    path = tmp_path / "empty.csv"
+    _sweep_csv(path, [])
+    with pytest.raises(SystemExit) as stop:
+        roofline.main([str(path)])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.startswith("roofline.py: error: no case in")
