@@ -101,8 +101,9 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
         log.debug("mix-order kernel, %d programs: configs %s spill registers; not timed",
                   programs, " ".join(describe_launcher(launcher) for launcher in spilling))
         launchers = [launcher for launcher in launchers if launcher not in spilling]
-    counted = [(launcher, waves(launched_programs(launcher, plan), getattr(launcher, "n_regs", None),
-                                launcher.config.num_warps, props))
+    counted = [(launcher, waves(launched_programs(launcher, plan),
+                                getattr(launcher, "n_regs", None), launcher.config.num_warps,
+                                props))
                for launcher in launchers]
     known = [w for _, w in counted if w is not None]
     if not known:
