@@ -376,6 +376,9 @@ def apply_setting(setting: str) -> None:
     it."""
     from inductor_ext.plan.tuning import parse_settings
 
+    if not setting.strip():
+        return  # nothing to change (and nothing left set for later compiles in the process)
+
     try:
         inductor_ext.config.tuning = {"cuda": parse_settings("cuda", setting)}
     except ValueError as exc:
