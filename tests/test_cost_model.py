@@ -15,6 +15,8 @@ import sys
 
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import inductor_ext
 from inductor_ext.plan import PlanOptions, ShapeInfo
@@ -572,3 +574,39 @@ def test_register_tiled_rows_hint_l2_only_what_fits(M, N, es, columns, hinted):
     wide = dataclasses.replace(CudaTuning(), register_tiled_hint_l2_share=1.5)
     assert cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, wide,
                           PlanOptions()).l2_prefetch == 1
+
+
+def test_unaligned_long_rows_take_column_tiles():
+    """rms 2392x10167 fp16 (rows of 20334 bytes, not whole 16-byte vectors) spilled 80
+    registers as one persistent row (H100: 0.88x stock); its aligned neighbour of 16256
+    and the unaligned 4918 (a padded 8192) stay persistent."""
+    unaligned = cuda_plan.plan(_norm(2392, 10167), H100, CudaTuning(), PlanOptions())
+    assert unaligned.column_tiled and unaligned.register_tiles == 3
+    assert not cuda_plan.plan(_norm(1254, 16256), H100, CudaTuning(), PlanOptions()).column_tiled
+    assert not cuda_plan.plan(_norm(17693, 4918), H100, CudaTuning(), PlanOptions()).column_tiled
+    off = dataclasses.replace(CudaTuning(), unaligned_register_share=1.0)
+    assert not cuda_plan.plan(_norm(2392, 10167), H100, off, PlanOptions()).column_tiled
+
+
+def test_grouped_row_sums_are_priced_per_tile_and_row():
+    """ln 405x18752 bf16: 7 rows per program, each a run-time loop over 10 tiles for its
+    row sums (H100: fused 48.6 us, stock 41.1): declined."""
+    shape = _norm(405, 18752, columns=2)
+    plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    assert plan.column_groups == 2 and not plan.unroll_row_sums
+    est = cost.estimate(shape, plan, H100, CudaTuning(), PlanOptions())
+    rows = plan.rows_per_program(405)
+    assert est.fused_s >= rows * plan.register_tiles * CudaTuning().grouped_row_tile_s
+    assert not est.fuse
+
+
+@settings(max_examples=400, deadline=None)
+@given(M=st.integers(1, 1 << 21), N=st.integers(64, 70000), es=st.sampled_from([2, 4]),
+       columns=st.integers(1, 3))
+@example(M=2392, N=10167, es=2, columns=1)
+def test_every_planned_warp_count_is_a_power_of_two(M, N, es, columns):
+    """Triton takes no other (342 register-tiled programs had made 12)."""
+    plan = cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, CudaTuning(),
+                          PlanOptions())
+    warps = [plan.num_warps, *(dict(c)["num_warps"] for c in plan.configs)]
+    assert all(w > 0 and w & (w - 1) == 0 for w in warps), warps

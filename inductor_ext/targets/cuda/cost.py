@@ -123,7 +123,12 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, tuning: Cud
         tiles = -(-shape.N // plan.r0_block)
         fused = max(fused, 2 * blocks_per_program * tiles * tuning.looped_tile_s)
     elif plan.register_tiles:
-        fused = max(fused, blocks_per_program * tuning.load_round_trip_s)
+        per_block = tuning.load_round_trip_s
+        if not plan.unroll_row_sums:
+            # The row sums loop over every tile of the row, one load after the other
+            # (the loop is not pipelined), then the group's own tiles: one round trip.
+            per_block = plan.register_tiles * tuning.grouped_row_tile_s + per_block
+        fused = max(fused, blocks_per_program * per_block)
         fused += column_group_s(shape, plan, device, tuning)
     fused += strided_fused_s(shape, plan, device, tuning)
     if shape.walks_pieces:

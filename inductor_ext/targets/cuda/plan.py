@@ -38,10 +38,14 @@ def fused_dram_seconds(shape: ShapeInfo, device: DeviceInfo, programs: int) -> f
 def persistent_fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) -> bool:
     """A persistent row keeps, per row element, the accumulators and the upcast [M, N]
     tiles in registers; past `register_budget` of the SM's register file the kernel
-    spills (LayerNorm at N=16384 did). Such rows take the column-tiled path."""
+    spills (LayerNorm at N=16384 did), and rows not a whole number of 16-byte vectors
+    past `unaligned_register_share` of it. Such rows take the column-tiled path."""
     live = next_pow2(shape.N) * (shape.accumulator_bytes * shape.num_columns
                                  + 2 * shape.row_elem_bytes)
-    return live <= tuning.register_budget * device.register_file_bytes
+    budget = tuning.register_budget * device.register_file_bytes
+    if (shape.N * shape.elem_bytes) % 16:
+        budget *= tuning.unaligned_register_share
+    return live <= budget
 
 
 def balanced(tuning: CudaTuning, programs: int, blocks: int) -> int:
@@ -285,8 +289,9 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         programs = register_tiled_programs(shape, device, tuning, groups)
     else:
         programs = programs_for(shape, device, tuning, block_m)
-    max_warps = max(2, min(32, tuning.max_warps_per_sm * device.cores
-                           // max(1, programs * groups)))
+    # A power of two: Triton takes no other warp count (342 programs gave 12).
+    max_warps = prev_pow2(max(2, min(32, tuning.max_warps_per_sm * device.cores
+                                     // max(1, programs * groups))))
     if register_tiles:
         # The partials' registers are spread over the program's threads: the most warps
         # leaves each thread the fewest, and the most loads in flight.

@@ -80,6 +80,10 @@ class CudaTuning:
     autotune_on_cpu: bool = False
     #: One dependent DRAM load round trip under load (H100: about a microsecond).
     load_round_trip_s: float = 1e-6
+    #: A column-grouped row's row sums loop over the row's tiles at run time, one
+    #: dependent load per tile: time per tile and row (H100, fused µs / (rows per program
+    #: x (tiles + 1)): ln 405x18752 bf16 48.6 / 77, ln 1211x28608 bf16 170.9 / 285).
+    grouped_row_tile_s: float = 0.6e-6
     #: Rows (padded) whose loads are double-buffered in registers: past 8192 a second row
     #: block no longer fits beside the partials; 128 is the shortest row measured...
     prefetch_min_n: int = 128
@@ -89,6 +93,11 @@ class CudaTuning:
     #: Live bytes of one persistent row allowed per SM register file (past it: column
     #: tiles; LayerNorm at N=16384 spilled).
     register_budget: float = 1.125
+    #: ...times this for rows of a length that is not a whole number of 16-byte vectors:
+    #: their rows start unaligned, so the loads go element by element and each element
+    #: keeps its own address (H100, rms 2392x10167 fp16 persistent: 128 registers, 80
+    #: spilled, 0.28 of copy and 0.88x stock; rms 17693x4918 bf16 at a padded 8192 fits).
+    unaligned_register_share: float = 0.5
     #: Spread the row blocks evenly: the fewest programs that still need the same number
     #: of iterations, so no program runs an iteration alone at the end.
     balance_rows: bool = True
