@@ -26,10 +26,10 @@ import math
 import os
 import statistics
 import sys
-from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import description, write_rows  # noqa: E402
+from fit_cost_model import load  # noqa: E402  (a later CSV's case replaces an earlier one's)
 
 #: ext's ratios to these (their time / ext's; sweep_cost_model.RATIO_BASES, not imported:
 #: that module sets Inductor's cache dir as it loads).
@@ -62,17 +62,6 @@ def number(value: object) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
-
-
-def read(paths: Sequence[str]) -> list[dict]:
-    """The sweep rows of `paths` in order, a later file's case replacing an earlier one's."""
-    by_case: dict[str, dict] = {}
-    for path in paths:
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                by_case.pop(row["case"], None)
-                by_case[row["case"]] = row
-    return list(by_case.values())
 
 
 def fraction(row: dict, variant: str, against: str) -> float:
@@ -222,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="copy bandwidth of the run (32768x4096 bf16) or of the shape's size")
     args = ap.parse_args(argv)
     try:
-        rows = read(args.csvs)
+        rows = load(list(args.csvs))
     except (OSError, KeyError, csv.Error) as exc:
         ap.exit(2, f"{ap.prog}: error: cannot read the sweep CSVs ({exc!r})\n")
     if not rows:
