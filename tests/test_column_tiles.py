@@ -287,3 +287,29 @@ def test_grouped_unroll_leaves_loops_it_cannot_split():
     for code in (partials_with_sum, sums_with_store):
         assert unroll_column_loops(code, 4, ["_mo_acc0"], groups=2) == code
         assert unroll_column_loops(code, 4, ["_mo_acc0"]) != code  # one group: unrolled
+
+
+@pytest.mark.parametrize("M", [47, 48])
+def test_register_tiles_timed_at_two_rows_keep_the_row_mask(cuda_knobs, plugin, monkeypatch,
+                                                            M):
+    """Register tiles plan one row per iteration and time two: the interpreter runs the
+    first config, here a two-row one. With an odd M the last block's second row is past
+    the end, so the kernel must keep the row mask that a one-row plan alone would drop
+    (it had read that row: dw inf on CPU, wrong on the H100)."""
+    from inductor_ext.targets.cuda import plan as cuda_plan
+
+    cuda_knobs(register_tile=64, autotune_on_cpu=True)
+    configs = cuda_plan.register_tiled_configs
+    monkeypatch.setattr(cuda_plan, "register_tiled_configs", lambda *a, **k: tuple(
+        sorted(configs(*a, **k), key=lambda c: -dict(c)["XBLOCK"])))
+    N = 300
+    x = torch.randn(M, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    dy = torch.randn(M, N)
+    with inductor_ext.config.patch(target="cuda", max_persistent_n=64):
+        got, codes = run_and_get_code(
+            lambda: autograd_grads(torch.compile(rms_norm), [x, w], dy))
+    assert_close(got, float64_grads(rms_norm, [x, w], dy))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    source = "\n".join(codes)
+    assert "'XBLOCK': 2" in source
