@@ -12,8 +12,9 @@ is min_bytes / time / copy bandwidth: the run's copy (`copy_tbps`, a 2-read-1-wr
 add of 32768x4096) by default, the same add at the shape's size with `--against shape`.
 The bar is 0.92 for M*N >= 16M, 0.85 for 4M <= M*N < 16M (none below). Where the rest
 goes, in microseconds of ext's time beyond the copy-speed time of min_bytes: the fp32
-workspace's write and read-back at copy speed, the final step (kernels after the fused
-one, from a profiled replay), and the remainder in the fused kernel itself; with its plan
+workspace's write and read-back at copy speed, the final step (how long the backward
+runs past the fused kernel's end, from profiled replays), and the remainder in the
+fused kernel itself; with its plan
 (programs, rows per block, row tile, column tiling) and the picked config's registers,
 resident programs per SM, waves and how full they are.
 """
@@ -40,7 +41,8 @@ THRESHOLDS = ((16 * 2**20, 0.92), (4 * 2**20, 0.85))
 #: The variants besides ext whose fractions the plot shows.
 OTHERS = ("stock", "upstream_off", "fused", "liger")
 #: The plan columns a shape's line and table carry (sweep column -> table column).
-PLAN = {"ext_programs": "programs", "ext_column_groups": "groups", "ext_block_m": "block_m",
+PLAN = {"ext_programs": "programs", "ext_launched_programs": "launched",
+        "ext_column_groups": "groups", "ext_block_m": "block_m",
         "ext_r0_block": "r0_block", "ext_column_tiled": "column_tiled",
         "ext_register_tiles": "register_tiles", "ext_final_step": "final_step",
         "ext_xblock": "XBLOCK", "ext_num_warps": "warps", "ext_n_regs": "regs",
@@ -97,7 +99,9 @@ def shape_row(row: dict, against: str = "run") -> dict:
     ideal = min_b / (copy * 1e12) * 1e6 if copy > 0 else math.nan
     ws = number(row.get("ext_workspace_bytes"))
     ws_us = 2 * ws / (copy * 1e12) * 1e6 if copy > 0 and ws >= 0 else math.nan
-    final = number(row.get("ext_final_us"))
+    # A declined shape runs stock's kernels: no final step of ours to time.
+    final = (number(row.get("ext_final_us")) if number(row.get("ext_planned_kernels")) != 0
+             else math.nan)
     gap = ext_us - ideal
     out.update(ext_us=round(ext_us, 2), copy_speed_us=round(ideal, 2), gap_us=round(gap, 2),
                workspace_us=round(ws_us, 2), final_step_us=round(final, 2),

@@ -30,8 +30,9 @@ cases. On a GPU every row has the same run's copy bandwidth (`copy_tbps`, a 3276
 bf16 add; `shape_copy_tbps`, the same add at the case's size), each timed variant's
 fraction of both (`*_copy_frac`, `*_shape_copy_frac`: min_bytes / time / bandwidth),
 ext's ratios to stock, upstream off and Liger, and what ext's fused kernel was compiled
-to (`ext_programs`, `ext_block_m`, the picked config's registers, resident programs per SM,
-waves) with its final step's share of the backward's kernel time (one profiled replay).
+to (`ext_programs`, `ext_launched_programs`, `ext_block_m`, the picked config's registers,
+resident programs per SM, waves) with its final step's time past the fused kernel's end
+(profiled replays).
 `liger` (not in the default variants) is Liger's fused RMSNorm / LayerNorm backward,
 skipped with the reason in `liger_skipped` where liger_kernel is not importable.
 """
@@ -382,7 +383,12 @@ def plan_facts(kernels: list[Any]) -> dict:
     warps and XBLOCK, programs resident per SM, the waves the grid runs in and how full
     they are (1.0: every wave fills every SM). `ext_planned_kernels` 0: ext declined."""
     from inductor_ext.plan.types import LaunchPlan
-    from inductor_ext.runtime.autotune import PLAN_KEY, resident_per_sm, waves
+    from inductor_ext.runtime.autotune import (
+        PLAN_KEY,
+        launched_programs,
+        resident_per_sm,
+        waves,
+    )
 
     ours = [k for k in kernels if PLAN_KEY in (getattr(k, "inductor_meta", None) or {})]
     out: dict = {"ext_planned_kernels": len(ours)}
@@ -402,12 +408,14 @@ def plan_facts(kernels: list[Any]) -> dict:
     n_regs = getattr(launcher, "n_regs", None)
     props = kernel.device_props
     per_sm = resident_per_sm(n_regs, warps, props)
-    grid_waves = waves(plan.grid, n_regs, warps, props)
+    launched = launched_programs(launcher, plan)
+    grid_waves = waves(launched, n_regs, warps, props)
     sms = getattr(props, "multi_processor_count", None)
-    out.update(ext_xblock=launcher.config.kwargs.get("XBLOCK"), ext_num_warps=warps,
+    out.update(ext_launched_programs=launched,
+               ext_xblock=launcher.config.kwargs.get("XBLOCK"), ext_num_warps=warps,
                ext_n_regs=n_regs, ext_n_spills=getattr(launcher, "n_spills", None),
                ext_resident_per_sm=per_sm, ext_waves=grid_waves,
-               ext_wave_fill=(round(plan.grid / (grid_waves * per_sm * sms), 4)
+               ext_wave_fill=(round(launched / (grid_waves * per_sm * sms), 4)
                               if grid_waves and per_sm and sms else None))
     return out
 
@@ -416,10 +424,12 @@ def final_step_facts(graph: Any, timer: GraphTimer, kernel_name: str,
                      replays: int = 3) -> dict:
     """ext's backward in profiled replays (each after the timed replays' L2 flush),
     averaged: every kernel's device time, the fused kernel's (the one named
-    `kernel_name`, else the longest), what runs after it ends (the final step, and any
-    cast after it) and its share of the kernels' time, and the timeline after the fused
-    kernel's end."""
-    total = fused = final = tail = 0.0
+    `kernel_name`, else the longest), and the final step's time on the critical path:
+    how long the backward runs past the fused kernel's end (`ext_final_us`, also written
+    as `ext_tail_us`), and its share of the fused kernel plus that. With programmatic
+    dependent launch the final step starts before the fused kernel ends and waits, so its
+    own span would count the wait."""
+    total = fused = tail = 0.0
     count = 0
     for _ in range(replays):
         events = profiled_replay(graph, timer)
@@ -430,13 +440,11 @@ def final_step_facts(graph: Any, timer: GraphTimer, kernel_name: str,
         end = main.time_range.end
         total += sum(e.device_time_total for e in events) / replays
         fused += main.device_time_total / replays
-        final += sum(e.device_time_total for e in events
-                     if e.time_range.start >= end) / replays
         tail += (max(e.time_range.end for e in events) - end) / replays
         count = len(events)
     return {"ext_backward_kernels": count, "ext_kernels_us": round(total, 2),
-            "ext_fused_kernel_us": round(fused, 2), "ext_final_us": round(final, 2),
-            "ext_final_share": round(final / total, 4) if total else None,
+            "ext_fused_kernel_us": round(fused, 2), "ext_final_us": round(tail, 2),
+            "ext_final_share": round(tail / (fused + tail), 4) if fused + tail else None,
             "ext_tail_us": round(tail, 2)}
 
 
@@ -463,7 +471,7 @@ def measure_variant(case: Case, variant: str, timer: GraphTimer | None,
         if variant == "ext":
             try:  # what the kernel was compiled to: facts, not the variant's result
                 out.update(plan_facts(list(kernels.values())))
-                if timer is not None and ok:
+                if timer is not None and ok and out.get("ext_planned_kernels") == 1:
                     out.update(final_step_facts(graph, timer,
                                                 out.get("ext_kernel_name", "")))
             except Exception as exc:
