@@ -135,8 +135,11 @@ class LaunchPlan:
     #: Register-tiled only: the row-sum pass is straight-line code per tile too (False:
     #: a run-time loop over the tiles; only the partials need static tiles).
     unroll_row_sums: bool = True
-    #: Alternative launch configs ({XBLOCK <= block_m, num_warps, num_stages} as item
-    #: tuples) that Inductor's autotuner times on first launch; empty: the one config above.
+    #: Alternative launch configs ({XBLOCK, num_warps, num_stages}, and a row-program
+    #: count under PROGRAMS_KEY at most `programs`, as item tuples) that Inductor's
+    #: autotuner times on first launch; empty: the one config above. XBLOCK is at most
+    #: block_m, except register tiles, which plan 1 and may time 2 (the kernel keeps the
+    #: row mask for it).
     configs: tuple[Config, ...] = ()
     #: Load the next row block into fresh registers while the current one is computed.
     prefetch: bool = False

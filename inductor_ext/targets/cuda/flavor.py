@@ -53,14 +53,15 @@ class CudaFlavor(TargetFlavor):
 
     def loop_header(self, plan: LaunchPlan, program: str = "tl.program_id(0)",
                     programs: str = "") -> list[str]:
-        P = programs or plan.programs
         if plan.row_loop == "strided":
             return [f"row_start = {program} * XBLOCK", "row_end = xnumel",
-                    f"row_step = {P} * XBLOCK"]
+                    f"row_step = {programs or plan.programs} * XBLOCK"]
+        if programs:
+            raise ValueError("per-config program counts are planned for strided rows only")
+        P = plan.programs
         return [
             "row_blocks = (xnumel + XBLOCK - 1) // XBLOCK",
-            f"rows_per_program = ((row_blocks + {P} - 1) // {P}) * XBLOCK" if programs else
-            f"rows_per_program = ((row_blocks + {plan.programs - 1}) // {P}) * XBLOCK",
+            f"rows_per_program = ((row_blocks + {P - 1}) // {P}) * XBLOCK",
             f"row_start = {program} * rows_per_program",
             "row_end = tl.minimum(row_start + rows_per_program, xnumel)",
             "row_step = XBLOCK",
