@@ -255,6 +255,42 @@ def test_persistent_rows_time_every_config_at_a_second_program_count():
     assert plan_off.program_choices == ()
 
 
+def test_long_row_tiles_are_also_timed_at_two_and_one_programs_per_sm():
+    """ln 18174x4800 fp32 on the H100: an 8192-column tile; its configs held one block an
+    SM (194 registers), so 4 per SM ran in 4 waves with 520 workspace rows. Every config
+    is timed at about 4, 3, 2 and 1 per SM; 4096-column tiles keep two counts."""
+    plan = cuda_plan.plan(_ln_shape(18174, 4800, 4), H100_INFO, CudaTuning(), PlanOptions())
+    assert plan.r0_block == 8192 and plan.programs == 520
+    assert plan.program_choices == (520, 396, 264, 132)
+    configs = {tuple(i for i in c if i[0] != "RPROGRAMS") for c in plan.configs}
+    assert len(plan.configs) == 4 * len(configs)
+    plan_4096 = cuda_plan.plan(_ln_shape(18174, 4000, 4), H100_INFO, CudaTuning(), PlanOptions())
+    assert plan_4096.r0_block == 4096 and len(plan_4096.program_choices) == 2
+    off = dataclasses.replace(CudaTuning(), low_residency_r0_block=0)
+    assert len(cuda_plan.plan(_ln_shape(18174, 4800, 4), H100_INFO, off,
+                              PlanOptions()).program_choices) == 2
+
+
+def test_a_config_is_timed_only_at_its_counts_of_fewest_waves():
+    """128 registers x 8 warps: 2 blocks an SM. Of one config at 528, 396, 264 and 132
+    programs only 264 and 132 run in one wave; a 4-warp config (4 blocks an SM) keeps
+    all four. The allowance of extra waves does not keep a count of more waves."""
+    counts = (528, 396, 264, 132)
+    plan = dataclasses.replace(_plan(528, 3), configs=tuple(
+        (("XBLOCK", 1), ("num_warps", warps), ("RPROGRAMS", count))
+        for warps in (8, 4) for count in counts))
+    launchers = []
+    for config in plan.configs:
+        warps = dict(config)["num_warps"]
+        launcher = _launcher(1, warps, 128)
+        launcher.config = Config({k: v for k, v in config if k != "num_warps"}, num_warps=warps)
+        launchers.append(launcher)
+    kept = autotune.within_planned_waves(launchers, plan, H100)
+    assert [(launcher.config.num_warps, autotune.launched_programs(launcher, plan))
+            for launcher in kept] == [(8, 264), (8, 132), (4, 528), (4, 396), (4, 264),
+                                      (4, 132)]
+
+
 @pytest.mark.parametrize("M,N", [(2048, 24576), (64, 2560)])
 def test_no_second_count_for_tiled_rows_or_few_row_blocks(M, N):
     """Column-tiled rows keep one count (their programs are sized by registers already);
@@ -287,12 +323,15 @@ def test_the_wave_filter_counts_each_configs_own_programs():
 
 
 @pytest.mark.parametrize("norm", ["rms", "ln"])
-def test_fewer_programs_fill_the_workspace_rows_they_leave(cuda_knobs, plugin, monkeypatch,
-                                                           norm):
-    """The interpreter runs the first config: with the fewer-program configs put first,
-    the kernel launches 6 of the workspace's 8 rows (2 interpreter cores) into poisoned
-    memory, and the gradients are right only if the rows it left hold the identity."""
-    cuda_knobs(autotune_on_cpu=True)
+@pytest.mark.parametrize("generated", [True, False], ids=["generated_final", "aten_final"])
+def test_fewer_programs_leave_workspace_rows_the_final_step_skips(cuda_knobs, plugin,
+                                                                  monkeypatch, norm, generated):
+    """The interpreter runs the first config: with the fewest-program configs put first,
+    the kernel launches 2 of the workspace's 8 rows (2 interpreter cores, every count per
+    SM timed) into poisoned memory. The gradients are right only if the generated final
+    step folds just the rows the count after the partials names, or, for the ATen final
+    step, if the rows left were filled with the identity."""
+    cuda_knobs(autotune_on_cpu=True, low_residency_r0_block=64, generated_final_step=generated)
     counts = cuda_plan.with_program_counts
     monkeypatch.setattr(cuda_plan, "with_program_counts",
                         lambda configs, choices: counts(configs, tuple(reversed(choices))))
@@ -311,8 +350,17 @@ def test_fewer_programs_fill_the_workspace_rows_they_leave(cuda_knobs, plugin, m
     assert "XBLOCK : tl.constexpr, RPROGRAMS : tl.constexpr" in source
     assert "row_step = RPROGRAMS * XBLOCK" in source
     assert "'grid_type': 'PrecomputedGrid'" in source
-    assert "{'config': {'RPROGRAMS': 6}, 'python': ['6', '1', '1']" in source
-    assert "fill_program = tl.program_id(0) + RPROGRAMS" in source
+    for count in (8, 6, 4, 2):
+        assert f"{{'config': {{'RPROGRAMS': {count}}}, 'python': ['{count}', '1', '1']" in source
+    partials = 8 * (1 if norm == "rms" else 2) * N
+    if generated:
+        assert "fill_program" not in source
+        assert f"tl.store(ws_ptr + {partials}, tl.full([], RPROGRAMS, tl.float32))" in source
+        assert f"r0_numel = tl.load(ws_ptr + {partials}).to(tl.int32)" in source
+    else:
+        assert ("for fill_program in range(tl.program_id(0) + RPROGRAMS, 8, RPROGRAMS):"
+                in source)
+        assert "tl.load(ws_ptr" not in source
 
 
 def test_deterministic_kernels_run_the_plans_program_count(cuda_knobs, plugin):

@@ -57,10 +57,15 @@ def codegen_mix_order(scheduling: TritonScheduling, node: MixOrderNode,
     K = len(columns)
     kernel.segments_of = {cb.out_name: cb.segments for cb in columns if cb.segments > 1}
     kernel.column_nodes = frozenset(n.get_name() for col in node.columns for n in col.absorbed)
-    layout = Workspace(plan.programs, K, int(node.N), plan.accumulator_dtype)
+    # Configs that launch fewer programs than the plan's tell the generated final step
+    # how many they launched.
+    counted = (kernel.programs_per_config
+               and finalize.runs_generated(plan, [cb.out_name for cb in columns]))
+    layout = Workspace(plan.programs, K, int(node.N), plan.accumulator_dtype,
+                       counted=counted)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
     kernel.workspace = layout.placed(*kernel.args.workspace(
-        sympy.Integer(layout.numel), plan.looped_column_tiles, dtype=layout.dtype))
+        sympy.Integer(layout.allocated), plan.looped_column_tiles, dtype=layout.dtype))
 
     with kernel:
         all_indexing: dict[sympy.Expr, None] = {}

@@ -16,7 +16,7 @@ import torch
 
 from ..compat import Placeholder, V, inductor_metrics, triton_pointer_type, triton_type
 from ..ir.combine import COMBINE, TL_REDUCE
-from ..plan import FinalizeBlock
+from ..plan import FinalizeBlock, LaunchPlan
 from ..runtime import autotune
 
 if TYPE_CHECKING:
@@ -39,6 +39,11 @@ def _output_ok(name: str) -> bool:
                 and int(layout.offset) == 0)
     except Exception:
         return False
+
+
+def runs_generated(plan: LaunchPlan, out_names: list[str]) -> bool:
+    """The plan's final step runs as the generated kernel (else as ATen ops)."""
+    return plan.final_step is not None and all(_output_ok(name) for name in out_names)
 
 
 def source(kernel: MixOrderKernelBase, main_src: str,
@@ -99,7 +104,9 @@ def source(kernel: MixOrderKernelBase, main_src: str,
         "XBLOCK : tl.constexpr, R0_BLOCK : tl.constexpr):",
         *([f"    {kernel.flavor.pdl_wait_statement()}"] if kernel.plan.final_step_pdl else []),
         f"    xnumel = {N}",
-        f"    r0_numel = {P}",
+        # A counted workspace: the rows of the programs the main kernel's config launched.
+        (f"    r0_numel = tl.load({ws.count_pointer('ws_ptr')}).to(tl.int32)" if ws.counted
+         else f"    r0_numel = {P}"),
         "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[None, :]",
         "    xmask = xindex < xnumel",
         "    r0_base = tl.arange(0, R0_BLOCK)[:, None]",
@@ -169,7 +176,7 @@ def prepare(kernel: MixOrderKernelBase, main_src: str) -> tuple[str, dict[str, A
     """The final-step kernel's (source, triton_meta), or None when the ATen step has to
     be used. Nothing is defined yet: codegen compiles it first (codegen/precompile.py)."""
     block = kernel.plan.final_step
-    if block is None or not all(_output_ok(part.out_name) for part in kernel.partials):
+    if block is None or not runs_generated(kernel.plan, [p.out_name for p in kernel.partials]):
         return None
     return source(kernel, main_src, block)
 

@@ -81,6 +81,11 @@ class MixOrderKernelBase(_KernelBase):
         return self.plan.register_tiles
 
     @property
+    def programs_per_config(self) -> bool:
+        """The timed configs choose the row-program count (only the CUDA row loop's do)."""
+        return False
+
+    @property
     def adds_into_workspace(self) -> bool:
         """Looped column tiles: each tile's fold is added into the program's workspace row
         inside the loop, so there are no accumulators and no stores after it."""

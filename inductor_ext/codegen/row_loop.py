@@ -287,26 +287,31 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self.body = body
 
     def _write_unlaunched_rows(self, body: IndentedBuffer) -> None:
-        """A config launching fewer programs than the workspace has rows: program p also
-        writes the partials' identity into row p + RPROGRAMS (the plan keeps the count
-        at least half the rows, so one row each), for the final step folds every row."""
+        """A config launching fewer programs than the workspace has rows: program 0 writes
+        how many it launched after the partials, for the generated final step folds only
+        theirs; for the ATen final step, which folds every row, program p writes the
+        partials' identity into rows p + RPROGRAMS, p + 2 RPROGRAMS ... instead."""
         if not self.programs_per_config or not self.partials:
             return
-        rows = self.plan.programs
-        body.writeline(f"if {PROGRAMS_KEY} < {rows}:")
-        with body.indent():
-            body.writeline(f"fill_program = {self.row_program} + {PROGRAMS_KEY}")
-            body.writeline(f"if fill_program < {rows}:")
+        assert self.workspace is not None
+        if self.workspace.counted:
+            body.writeline(f"if {self.row_program} == 0:")
             with body.indent():
-                assert self.workspace is not None
-                for part in self.partials:
-                    identity = COMBINE[part.reduction_type][0]
-                    for tile, _ in enumerate(self.accumulator_names(part)):
-                        columns, mask = self.stored_columns(tile)
-                        ptr = self.workspace.pointer("fill_program", part.index, columns,
-                                                     row_length="r0_numel")
-                        value = f"tl.full({self.folded_shape()}, {identity}, {self.acc_type})"
-                        body.writeline(f"tl.store({ptr}, {value}{f', {mask}' if mask else ''})")
+                body.writeline(f"tl.store({self.workspace.count_pointer()}, "
+                               f"tl.full([], {PROGRAMS_KEY}, {self.acc_type}))")
+            return
+        rows = self.plan.programs
+        body.writeline(f"for fill_program in range({self.row_program} + {PROGRAMS_KEY}, "
+                       f"{rows}, {PROGRAMS_KEY}):")
+        with body.indent():
+            for part in self.partials:
+                identity = COMBINE[part.reduction_type][0]
+                for tile, _ in enumerate(self.accumulator_names(part)):
+                    columns, mask = self.stored_columns(tile)
+                    ptr = self.workspace.pointer("fill_program", part.index, columns,
+                                                 row_length="r0_numel")
+                    value = f"tl.full({self.folded_shape()}, {identity}, {self.acc_type})"
+                    body.writeline(f"tl.store({ptr}, {value}{f', {mask}' if mask else ''})")
 
     def _write_first_block(self, body: IndentedBuffer, split: pf.RowLoads) -> None:
         """Prologue of a double-buffered loop: the first row block's loads; each iteration

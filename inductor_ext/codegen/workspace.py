@@ -5,6 +5,9 @@ Inductor's workspace buffer.
 The fused kernel, the generated final step, the ATen final step (and torch_npu's kernel)
 all address it; the layout lives here once so that they cannot disagree. A segmented
 partial's programs are laid out sample-major: program `b * per + j` is sample b's j-th.
+A counted workspace has one more element after the partials: the number of programs the
+fused kernel's config launched, which the generated final step folds (configs may launch
+fewer programs than the workspace has rows).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Workspace:
     inner: str = ""  # the kernel's pointer argument
     outer: str = ""  # the wrapper's buffer
     offset: int = 0  # elements before the first partial in the buffer
+    counted: bool = False  # the launched programs' count follows the partials
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -35,6 +39,16 @@ class Workspace:
     @property
     def numel(self) -> int:
         return self.programs * self.partials * self.columns
+
+    @property
+    def allocated(self) -> int:
+        """Elements the kernel needs from the workspace buffer (the count's included)."""
+        return self.numel + int(self.counted)
+
+    def count_pointer(self, base: str | None = None) -> str:
+        """Triton text of the address of the launched programs' count."""
+        assert self.counted, "only a counted workspace holds the count"
+        return f"{self.inner if base is None else base} + {self.offset + self.numel}"
 
     @property
     def nbytes(self) -> int:

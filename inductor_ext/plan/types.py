@@ -193,8 +193,9 @@ class LaunchPlan:
     @property
     def program_choices(self) -> tuple[int, ...]:
         """Row-program counts the configs choose between, most first; () when every config
-        launches `programs` (the workspace's rows: fewer programs fill the rest with the
-        partials' identity)."""
+        launches `programs` (the workspace's rows: a config launching fewer leaves the rest
+        to be skipped by the generated final step, or filled with the partials' identity
+        for the ATen one)."""
         counts = sorted({self.programs_of(c) for c in self.configs}, reverse=True)
         return tuple(counts) if len(counts) > 1 else ()
 

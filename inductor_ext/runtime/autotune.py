@@ -2,9 +2,9 @@
 
 Inductor's `fixed_config` takes one config; this takes the flavor's bounded list (from the
 kernel's inductor_meta) and hands it to Inductor's CachingAutotuner, which benchmarks each
-once on first launch and caches the winner like any Inductor kernel. The grid (programs,
-hence the workspace) is the same for every config; only rows per iteration, warps and
-pipelining stages differ.
+once on first launch and caches the winner like any Inductor kernel. The workspace is the
+same for every config; rows per iteration, warps, pipelining stages and, for persistent
+rows, the row-program count (`RPROGRAMS`) differ.
 
 Before timing, configs whose registers would run the grid in more waves than the plan
 allows (`LaunchPlan.max_extra_waves`) are dropped: at short kernels a second wave costs
@@ -12,6 +12,7 @@ more than Inductor's timing noise shows (bench/NOTES.md, session 12). Configs th
 registers are dropped first and count for no wave minimum: Inductor times a spilling
 config as `inf`, so a filter that kept only spilling configs left the autotuner a blind
 pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 15).
+Of one config's row-program counts only those of its fewest waves are timed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..compat import (
     config_from_dict,
 )
 from ..logs import log
-from ..plan.types import LaunchPlan
+from ..plan.types import PROGRAMS_KEY, LaunchPlan
 
 if TYPE_CHECKING:
     # Type checkers see the autotuner class this is always mixed into; at run time the
@@ -79,6 +80,13 @@ def launched_programs(launcher: Any, plan: LaunchPlan) -> int:
     return plan.programs_of(tuple(launcher.config.kwargs.items())) * plan.column_groups
 
 
+def _code_of(launcher: Any) -> tuple[Any, ...]:
+    """A launcher's config without its row-program count (the code it runs)."""
+    kwargs = {k: v for k, v in launcher.config.kwargs.items() if k != PROGRAMS_KEY}
+    return (tuple(sorted(kwargs.items())), launcher.config.num_warps,
+            launcher.config.num_stages)
+
+
 def spills(launcher: Any, threshold: int) -> bool:
     """The launcher spills more registers than Inductor's autotuner times."""
     n_spills = getattr(launcher, "n_spills", None)
@@ -109,7 +117,15 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     if not known:
         return list(launchers)
     limit = min(known) + allowance
-    kept = [launcher for launcher, w in counted if w is None or w <= limit]
+    # A config is timed only at its row-program counts of the fewest waves: one more wave
+    # of the same code brings only more workspace rows to fold.
+    fewest: dict[tuple[Any, ...], int] = {}
+    for launcher, w in counted:
+        if w is not None:
+            key = _code_of(launcher)
+            fewest[key] = min(w, fewest.get(key, w))
+    kept = [launcher for launcher, w in counted
+            if w is None or w <= min(limit, fewest[_code_of(launcher)])]
     if len(kept) < len(launchers):
         log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves; "
                   "not timed", programs,

@@ -179,15 +179,21 @@ def candidate_configs(tuning: CudaTuning, block_m: int, r0_block: int,
 
 
 def fewer_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, programs: int,
-                   block_m: int) -> int:
-    """The second row-program count the configs are timed at (0: none): SMs x
-    `fewer_programs_per_sm`, balanced, when that is fewer than `programs` and at least
-    half of them (each program then fills at most one unlaunched workspace row)."""
+                   block_m: int, r0_block: int) -> tuple[int, ...]:
+    """The other row-program counts the configs are timed at, most first (() for none):
+    SMs x `fewer_programs_per_sm`, and for row tiles of `low_residency_r0_block` columns
+    or more every count per SM below it, each balanced and fewer than `programs`. A
+    config launching fewer programs than the workspace has rows leaves the rest unwritten
+    (the final step reads how many it launched) or, for the ATen final step, fills them
+    with the partials' identity."""
     if tuning.fewer_programs_per_sm <= 0:
-        return 0
-    fewer = _programs(shape, tuning, device.cores * tuning.fewer_programs_per_sm,
-                      -(-shape.M_hint // block_m))
-    return fewer if 2 * fewer >= programs > fewer else 0
+        return ()
+    per_sm = [tuning.fewer_programs_per_sm]
+    if 0 < tuning.low_residency_r0_block <= r0_block:
+        per_sm += range(tuning.fewer_programs_per_sm - 1, 0, -1)
+    blocks = -(-shape.M_hint // block_m)
+    counts = {_programs(shape, tuning, device.cores * k, blocks) for k in per_sm}
+    return tuple(sorted((count for count in counts if count < programs), reverse=True))
 
 
 def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...]
@@ -312,11 +318,11 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         # at 8 warps, which no config holds: 20x slower from spills on the H100).
         fixed = dict(configs[0])
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
-    fewer = (fewer_programs(shape, device, tuning, programs, block_m)
+    fewer = (fewer_programs(shape, device, tuning, programs, block_m, r0_block)
              if configs and not column_tiled and split_size is None
-             and tuning.row_order == "strided" else 0)
+             and tuning.row_order == "strided" else ())
     if fewer:
-        configs = with_program_counts(configs, (programs, fewer))
+        configs = with_program_counts(configs, (programs, *fewer))
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
     if register_tiles and not hint_fits_l2(shape, device, tuning, programs * groups,
                                            block_m):
