@@ -12,9 +12,9 @@ is min_bytes / time / copy bandwidth: the run's copy (`copy_tbps`, a 2-read-1-wr
 add of 32768x4096) by default, the same add at the shape's size with `--against shape`.
 The bar is 0.92 for M*N >= 16M, 0.85 for 4M <= M*N < 16M (none below). Where the rest
 goes, in microseconds of ext's time beyond the copy-speed time of min_bytes: the fp32
-workspace's write and read-back at copy speed, the final step (how long the backward
-runs past the fused kernel's end, from profiled replays), and the remainder in the
-fused kernel itself; with its plan
+workspace's write and read-back at copy speed (the rows the picked config used), the
+final step (how long the backward runs past the fused kernel's end, from profiled
+replays), and the remainder in the fused kernel itself; with its plan
 (programs, rows per block, row tile, column tiling) and the picked config's registers,
 resident programs per SM, waves and how full they are.
 """
@@ -75,6 +75,17 @@ def fraction(row: dict, variant: str, against: str) -> float:
     return number(row["min_bytes"]) / (us * 1e-6) / (copy * 1e12)
 
 
+def rows_used(row: dict) -> float:
+    """Share of the workspace's rows the picked config writes and the final step reads:
+    with the generated final step, only the launched programs' rows (a config may launch
+    fewer programs than the workspace has rows); with the ATen one, every row."""
+    launched = number(row.get("ext_launched_programs"))
+    programs = number(row.get("ext_programs")) * max(1.0, number(row.get("ext_column_groups")))
+    if row.get("ext_final_step") != "generated" or not launched > 0 or not programs > 0:
+        return 1.0
+    return min(1.0, launched / programs)
+
+
 def shape_row(row: dict, against: str = "run") -> dict:
     """One shape of the report: sizes, min MB, ext's copy fraction, its bar and verdict,
     ext's ratios to the other variants, where ext's time beyond copy speed goes, and the
@@ -97,7 +108,7 @@ def shape_row(row: dict, against: str = "run") -> dict:
         out[f"{variant}_frac"] = round(fraction(row, variant, against), 4)
     copy = number(row.get("copy_tbps" if against == "run" else "shape_copy_tbps"))
     ideal = min_b / (copy * 1e12) * 1e6 if copy > 0 else math.nan
-    ws = number(row.get("ext_workspace_bytes"))
+    ws = number(row.get("ext_workspace_bytes")) * rows_used(row)
     ws_us = 2 * ws / (copy * 1e12) * 1e6 if copy > 0 and ws >= 0 else math.nan
     # A declined shape runs stock's kernels: no final step of ours to time.
     final = (number(row.get("ext_final_us")) if number(row.get("ext_planned_kernels")) != 0

@@ -166,3 +166,19 @@ def test_roofline_without_cases_is_one_line(tmp_path, capsys):
         roofline.main([str(path)])
     assert stop.value.code == 2
     assert capsys.readouterr().err.startswith("roofline.py: error: no case in")
+
+
+@pytest.mark.parametrize("final_step,launched,groups,share", [
+    ("generated", 132, 1, 0.25),   # 132 of 528 programs launched: a quarter of the rows
+    ("aten", 132, 1, 1.0),         # the ATen final step reads (and the kernel fills) all
+    ("generated", 1056, 2, 1.0),   # column groups: launched counts every group
+    ("generated", "", 1, 1.0),     # a sweep before the column existed
+])
+def test_workspace_time_counts_the_rows_the_picked_config_used(final_step, launched, groups,
+                                                                share):
+    row = _row("rms", 8192, 8192, 0.0, ext_workspace_bytes=3_000_000, ext_programs=528,
+               ext_launched_programs=launched, ext_column_groups=groups,
+               ext_final_step=final_step, ext_planned_kernels=2, ext_final_us=3.0)
+    row["ext_us"] = 200.0
+    got = roofline.shape_row(row)
+    assert got["workspace_us"] == pytest.approx(share * 2 * 3e6 / 3e12 * 1e6, abs=0.01)
