@@ -57,10 +57,10 @@ def codegen_mix_order(scheduling: TritonScheduling, node: MixOrderNode,
     K = len(columns)
     kernel.segments_of = {cb.out_name: cb.segments for cb in columns if cb.segments > 1}
     kernel.column_nodes = frozenset(n.get_name() for col in node.columns for n in col.absorbed)
+    generated_final = finalize.runs_generated(plan, [cb.out_name for cb in columns])
     # Configs that launch fewer programs than the plan's tell the generated final step
     # how many they launched.
-    counted = (kernel.programs_per_config
-               and finalize.runs_generated(plan, [cb.out_name for cb in columns]))
+    counted = kernel.programs_per_config and generated_final
     layout = Workspace(plan.programs, K, int(node.N), plan.accumulator_dtype,
                        counted=counted)
     # Looped column-tiled kernels add into their workspace rows, so those start zeroed.
@@ -93,7 +93,7 @@ def codegen_mix_order(scheduling: TritonScheduling, node: MixOrderNode,
     assert len(kernel.partials) == K, "every column reduction became one partial"
     with V.set_kernel_handler(kernel):
         src_code = kernel.codegen_kernel()
-    final_step = finalize.prepare(kernel, src_code)
+    final_step = finalize.prepare(kernel, src_code) if generated_final else None
     # Compiled before anything reaches the wrapper: a kernel that does not compile falls
     # back here (codegen/backend.py) instead of failing when the wrapper loads.
     precompile.compile_now(src_code)

@@ -172,12 +172,12 @@ def _segmented_fold(kernel: MixOrderKernelBase, k: int, reduction_type: str, seg
     ]
 
 
-def prepare(kernel: MixOrderKernelBase, main_src: str) -> tuple[str, dict[str, Any]] | None:
-    """The final-step kernel's (source, triton_meta), or None when the ATen step has to
-    be used. Nothing is defined yet: codegen compiles it first (codegen/precompile.py)."""
+def prepare(kernel: MixOrderKernelBase, main_src: str) -> tuple[str, dict[str, Any]]:
+    """The final-step kernel's (source, triton_meta), where `runs_generated` holds (else
+    the ATen step is used). Nothing is defined yet: codegen compiles it first
+    (codegen/precompile.py)."""
     block = kernel.plan.final_step
-    if block is None or not runs_generated(kernel.plan, [p.out_name for p in kernel.partials]):
-        return None
+    assert block is not None, "runs_generated: the plan has a final-step block"
     return source(kernel, main_src, block)
 
 

@@ -127,10 +127,11 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
     kept = [launcher for launcher, w in counted
             if w is None or w <= min(limit, fewest[_code_of(launcher)])]
     if len(kept) < len(launchers):
-        log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves; "
-                  "not timed", programs,
-                  " ".join(describe_launcher(launcher) for launcher, w in counted
-                           if w is not None and w > limit),
+        log.debug("mix-order kernel, %d programs: configs %s run in more than %d waves, or "
+                  "in more than their code does at another program count; not timed",
+                  programs,
+                  " ".join(describe_launcher(launcher) for launcher, _ in counted
+                           if launcher not in kept),
                   limit)
     return kept
 
