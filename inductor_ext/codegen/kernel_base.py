@@ -137,9 +137,9 @@ class MixOrderKernelBase(_KernelBase):
         into the workspace ("" mask for none)."""
         raise NotImplementedError
 
-    def workspace_columns(self, index: int, columns: str) -> str:
-        """Text of the pointers to columns `columns` of partial `index` in this program's
-        workspace row."""
+    def workspace_columns(self, index: int, columns: str, row: str | None = None) -> str:
+        """Text of the pointers to columns `columns` of partial `index` in the workspace
+        row of program `row` (None: this program's)."""
         raise NotImplementedError
 
     def accumulator_names(self, part: PartialAccumulator) -> list[str]:
@@ -204,13 +204,26 @@ class MixOrderKernelBase(_KernelBase):
             return
         for line in self.store_columns_setup():
             body.writeline(line)
+
+        def folded(part: PartialAccumulator, name: str) -> str:
+            return (self.fold_rows(part.reduction_type, name)
+                    if self.accumulates_whole_blocks else name)
+
+        for line in self.workspace_row_stores(folded):
+            body.writeline(line)
+
+    def workspace_row_stores(self, value_of: Callable[[PartialAccumulator, str], str],
+                             row: str | None = None) -> list[str]:
+        """One store per partial and accumulator tile into the workspace row of program
+        `row` (None: this program's): `value_of(partial, accumulator name)` at the tile's
+        columns."""
+        lines = []
         for part in self.partials:
             for tile, name in enumerate(self.accumulator_names(part)):
-                value = (self.fold_rows(part.reduction_type, name)
-                         if self.accumulates_whole_blocks else name)
                 columns, mask = self.stored_columns(tile)
-                body.writeline(f"tl.store({self.workspace_columns(part.index, columns)}, "
-                               f"{value}{f', {mask}' if mask else ''})")
+                lines.append(f"tl.store({self.workspace_columns(part.index, columns, row)}, "
+                             f"{value_of(part, name)}{f', {mask}' if mask else ''})")
+        return lines
 
     # -- launch: the fused kernel, then the tiny final step -----------------------------
     def call_kernel(self, name: str, node: ir.IRNode | None = None,

@@ -197,11 +197,13 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def loop_tile_columns(self) -> tuple[str, str]:
         return "r0_index", "r0_mask" if self._columns_masked() else ""
 
-    def workspace_columns(self, index: int, columns: str) -> str:
-        """Pointers to columns `columns` of partial `index` in this program's workspace row
-        (the partials' three stores and the looped tiles' adds all address it)."""
+    def workspace_columns(self, index: int, columns: str, row: str | None = None) -> str:
+        """Pointers to columns `columns` of partial `index` in program `row`'s workspace
+        row, by default this program's (the partials' three stores and the looped tiles'
+        adds all address it)."""
         assert self.workspace is not None
-        return self.workspace.pointer(self.row_program, index, columns, row_length="r0_numel")
+        return self.workspace.pointer(row or self.row_program, index, columns,
+                                      row_length="r0_numel")
 
     def accumulator_names(self, part: PartialAccumulator) -> list[str]:
         """One accumulator per partial for a persistent row; one per unrolled column tile
@@ -303,15 +305,14 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         rows = self.plan.programs
         body.writeline(f"for fill_program in range({self.row_program} + {PROGRAMS_KEY}, "
                        f"{rows}, {PROGRAMS_KEY}):")
+
+        def identity(part: PartialAccumulator, _name: str) -> str:
+            return (f"tl.full({self.folded_shape()}, {COMBINE[part.reduction_type][0]}, "
+                    f"{self.acc_type})")
+
         with body.indent():
-            for part in self.partials:
-                identity = COMBINE[part.reduction_type][0]
-                for tile, _ in enumerate(self.accumulator_names(part)):
-                    columns, mask = self.stored_columns(tile)
-                    ptr = self.workspace.pointer("fill_program", part.index, columns,
-                                                 row_length="r0_numel")
-                    value = f"tl.full({self.folded_shape()}, {identity}, {self.acc_type})"
-                    body.writeline(f"tl.store({ptr}, {value}{f', {mask}' if mask else ''})")
+            for line in self.workspace_row_stores(identity, row="fill_program"):
+                body.writeline(line)
 
     def _write_first_block(self, body: IndentedBuffer, split: pf.RowLoads) -> None:
         """Prologue of a double-buffered loop: the first row block's loads; each iteration

@@ -397,10 +397,11 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     def loop_tile_columns(self) -> tuple[str, str]:
         return self.col_axis.name, f"{self.col_axis.name}_mask"
 
-    def workspace_columns(self, index: int, columns: str) -> str:
-        """Columns `columns` past the start of partial `index`'s row (N a constant)."""
+    def workspace_columns(self, index: int, columns: str, row: str | None = None) -> str:
+        """Columns `columns` past the start of partial `index`'s row of program `row`
+        (None: this program's; N a constant)."""
         assert self.workspace is not None
-        return f"{self.workspace.pointer(self._program_id(), index)} + {columns}"
+        return f"{self.workspace.pointer(row or self._program_id(), index)} + {columns}"
 
     def store_columns_setup(self) -> list[str]:
         """`_mo_cols`: a persistent row's columns; with several column axes (sub-axes of
