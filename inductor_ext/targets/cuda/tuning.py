@@ -23,12 +23,10 @@ class CudaTuning:
     #: once compiled, so the autotuner picks (bench/NOTES.md, sessions 25-26).
     fewer_programs_per_sm: int = 3
     #: Persistent row tiles of at least this many columns are also timed at every count
-    #: per SM below `fewer_programs_per_sm`, down to one (0: never). An 8192-column tile
-    #: leaves registers for 1-2 blocks per SM, and 4 per SM then ran in 2-4 waves with 4x
-    #: the workspace rows the final step folds. H100, fraction of copy at 4 / 2 / 1 per
-    #: SM: ln 18174x4800 fp32 194 regs 0.901 / 0.929 / 0.946, rms 17905x4448 bf16 128
-    #: regs 0.901 / 0.925 / 0.808, rms 8431x8128 fp16 0.900 / - / 0.933. Shorter tiles
-    #: lost at 2 or 1 per SM (ln 108219x1408 0.869 / 0.868 / 0.782; NOTES session 27).
+    #: per SM below `fewer_programs_per_sm`, down to one (0: never): such a tile leaves
+    #: registers for only 1-2 blocks per SM, and more programs than fit run in extra
+    #: waves with more workspace rows to fold; shorter tiles lose at fewer programs
+    #: (measurements: bench/NOTES.md, session 27).
     low_residency_r0_block: int = 8192
     #: The same two for groups with an operand read with a stride along the row (a
     #: transposed input): a row block then reads it in runs of XBLOCK elements, so fewer,
