@@ -26,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
+    apply_setting,
     compile_options,
     description,
     make_problem,
@@ -41,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="op:MxN:dtype,... (op rms or ln)")
     ap.add_argument("--variants", default="inductor_ext,inductor_mix",
                     help="compiled variants (bench_norm_bwd.py's names), each case in turn")
+    ap.add_argument("--setting", default="",
+                    help="CUDA tuning knobs for every compile, e.g. 'prefetch_min_rows_alone=0'")
     args = ap.parse_args(argv)
+    apply_setting(args.setting)
     require_cuda("ncu_backward")
     cases = []
     for spec in filter(None, args.cases.split(",")):

@@ -16,7 +16,8 @@ workspace's write and read-back at copy speed (the rows the picked config used),
 final step (how long the backward runs past the fused kernel's end, from profiled
 replays), and the remainder in the fused kernel itself; with its plan
 (programs, rows per block, row tile, column tiling) and the picked config's registers,
-resident programs per SM, waves and how full they are.
+resident programs per SM, waves and how full they are. A shape below its bar gets its
+measured causes (`causes`), each with its number, and the summary counts them.
 """
 
 from __future__ import annotations
@@ -121,7 +122,65 @@ def shape_row(row: dict, against: str = "run") -> dict:
                              - (0 if math.isnan(final) else final), 2))
     for column, name in PLAN.items():
         out[name] = row.get(column, "")
+    found = causes(row, out) if out["verdict"] == "FAIL" else []
+    out["cause_families"] = ",".join(family for family, _ in found)
+    out["causes"] = "; ".join(cause for _, cause in found)
     return out
+
+
+#: Bytes per element of the sweep's dtypes (the rows' alignment).
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+#: Shares of ext's time past which the final step, the workspace and the remainder in
+#: the fused kernel are named as causes.
+CAUSE_SHARE = {"final step": 0.10, "workspace": 0.05, "fused kernel": 0.10}
+
+
+def causes(row: dict, s: dict) -> list[tuple[str, str]]:
+    """(family, measured cause) pairs of a shape below its bar, from the sweep's own
+    numbers: what the bytes alone allow (the same-size add), what ext ran (declined:
+    stock's kernels), the rows' alignment and padding, the program layout, and where ext's
+    time beyond copy speed went. Nsight Compute's counters per family: bench/NOTES.md."""
+    out: list[tuple[str, str]] = []
+    bar, ext_us = s["threshold"], s["ext_us"]
+    same_size = number(row.get("shape_copy_tbps")) / number(row.get("copy_tbps"))
+    if same_size < bar:
+        out.append(("small copy", f"the same-size add reaches {same_size:.2f} of the run's "
+                                  "copy"))
+    if number(row.get("ext_planned_kernels")) == 0:
+        out.append(("declined", "declined: stock's kernels run (the cost model predicts "
+                                "no win); stock "
+                                f"{s['stock_frac']:.2f} of copy"))
+        return out
+    row_bytes = s["N"] * ITEMSIZE.get(s["dtype"], 0)
+    if row_bytes % 16:
+        out.append(("unaligned rows", f"rows of {row_bytes} bytes start off 16-byte "
+                                      "vectors: loads of 2-4 bytes"))
+    r0_block, tiled = number(row.get("ext_r0_block")), row.get("ext_column_tiled") == "True"
+    if not tiled and r0_block > 0 and s["N"] / r0_block <= 0.75:
+        out.append(("padded row", f"N={s['N']} runs as a {int(r0_block)}-lane row "
+                                  f"({1 - s['N'] / r0_block:.0%} masked)"))
+    if tiled:
+        out.append(("column tiles", f"column-tiled row ({row.get('ext_register_tiles')} "
+                                    "register tiles): the row read twice"))
+    launched = number(row.get("ext_launched_programs")) or number(row.get("ext_programs"))
+    if number(row.get("ext_resident_per_sm")) == 1 and launched > 0:
+        out.append(("one program per SM", f"one program per SM, {s['M'] / launched:.0f} "
+                                          "rows each: a row's loads wait alone"))
+    waves = number(row.get("ext_waves"))
+    if waves > 1:
+        out.append(("waves", f"{waves:.0f} waves"))
+    spills = number(row.get("ext_n_spills"))
+    if spills > 0:
+        out.append(("spills", f"{spills:.0f} registers spilled"))
+    parts = (("final step", s["final_step_us"]), ("workspace", s["workspace_us"]),
+             ("fused kernel", s["rest_us"]))
+    named = [(family, f"{family} {us:.1f} us ({us / ext_us:.0%} of ext's time)")
+             for family, us in parts if us / ext_us >= CAUSE_SHARE[family]]
+    if not named:  # no part past its share: the gap is spread over them
+        named = [("spread gap", f"{s['gap_us']:.1f} us past copy speed, none of it one "
+                                "part: " + " + ".join(f"{family} {us:.1f}"
+                                                      for family, us in parts))]
+    return out + named
 
 
 def distribution(shapes: list[dict]) -> str:
@@ -143,6 +202,14 @@ def distribution(shapes: list[dict]) -> str:
             lines.append(f"ext vs {base} (their time / ext's) over {len(ratios)} shapes: "
                          f"min x{min(ratios):.3f}, median x{statistics.median(ratios):.3f}, "
                          f"geomean x{geo:.3f}")
+    families: dict[str, int] = {}
+    for s in barred:
+        for family in filter(None, s["cause_families"].split(",")):
+            families[family] = families.get(family, 0) + 1
+    if families:
+        lines.append(f"causes below the bar ({len(barred) - passing} shapes): " + ", ".join(
+            f"{family} {count}" for family, count in
+            sorted(families.items(), key=lambda kv: -kv[1])))
     worst = sorted(barred, key=lambda s: s["ext_frac"] / s["threshold"])[:5]
     lines.append("worst 5 against their bar: " + "; ".join(
         f"{s['case']} {s['ext_frac']:.3f} < {s['threshold']}" if s["verdict"] == "FAIL"
@@ -157,7 +224,8 @@ def shape_line(s: dict) -> str:
             f"bar {s['threshold'] or '-':4} {s['verdict']:4s}  x{s['ext_over_stock']:.2f} "
             f"x{s['ext_over_upstream_off']:.2f} x{s['ext_over_liger']:.2f}  gap "
             f"{s['gap_us']:7.1f} us = ws {s['workspace_us']:5.1f} + final "
-            f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}")
+            f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}"
+            + (f"\n      why: {s['causes']}" if s["causes"] else ""))
 
 
 HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict  "

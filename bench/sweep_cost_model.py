@@ -24,15 +24,15 @@ autotunes afresh.
 copies are timed in R rotated turns; a / b of the same code is what one sweep measurement
 can move by, the band a "never slower than stock" claim is read within.
 
-`--grid random` draws `--count` norm cases at random (`--seed`; issue 42's roofline
-report, `bench/roofline.py` reads the CSV), `--grid bench` is bench_norm_bwd.py's 16
-cases. On a GPU every row has the same run's copy bandwidth (`copy_tbps`, a 32768x4096
-bf16 add; `shape_copy_tbps`, the same add at the case's size), each timed variant's
-fraction of both (`*_copy_frac`, `*_shape_copy_frac`: min_bytes / time / bandwidth),
-ext's ratios to stock, upstream off and Liger, and what ext's fused kernel was compiled
-to (`ext_programs`, `ext_launched_programs`, `ext_block_m`, the picked config's registers,
-resident programs per SM, waves) with its final step's time past the fused kernel's end
-(profiled replays).
+`--grid random` draws `--count` norm cases at random per seed (`--seed 42`, `43-59` or
+`43,50`; issue 42's roofline report, `bench/roofline.py` reads the CSV), `--grid bench` is
+bench_norm_bwd.py's 16 cases. On a GPU every row has the same run's copy bandwidth
+(`copy_tbps`, a 32768x4096 bf16 add; `shape_copy_tbps`, the same add at the case's size),
+each timed variant's fraction of both (`*_copy_frac`, `*_shape_copy_frac`: min_bytes /
+time / bandwidth), ext's ratios to stock, upstream off and Liger, and what ext's fused
+kernel was compiled to (`ext_programs`, `ext_launched_programs`, `ext_block_m`, the picked
+config's registers, resident programs per SM, waves) with its final step's time past the
+fused kernel's end (profiled replays).
 `liger` (not in the default variants) is Liger's fused RMSNorm / LayerNorm backward,
 skipped with the reason in `liger_skipped` where liger_kernel is not importable.
 """
@@ -163,7 +163,20 @@ def bench_grid() -> list[Case]:
             for M, N, dt in parse_shapes(BASELINE_SHAPES) for op in ("rms", "ln")]
 
 
-def grid(name: str, seed: int = 42, count: int = 40) -> list[Case]:
+def seeds(text: str) -> list[int]:
+    """`--seed`: one seed (42), an inclusive range (43-59) or a comma list of either."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            out += range(int(lo), int(hi or lo) + 1)
+        except ValueError:
+            raise ValueError(f"--seed {text!r}: seeds are integers, 'A-B' ranges or a "
+                             "comma list of them") from None
+    return out
+
+
+def grid(name: str, seed: str = "42", count: int = 40) -> list[Case]:
     """The sweep's cases. `full`: M*N from 1M to 512M, N 64..32768, rms/ln in bf16 and
     fp32 (fp16 x with fp32 w at some), plain sum pairs, sliced and transposed operands;
     `heldout`: the shapes the issue measured outside the tuned list; `strided`: transposed
@@ -172,11 +185,12 @@ def grid(name: str, seed: int = 42, count: int = 40) -> list[Case]:
     together give `fit_cost_model.py` 14 more transposed / coalesced pairs to fit;
     `strips`: sum pairs with a transposed operand at shapes the full grid has not, whose
     rows Inductor splits on the H100 (fewer than 2 x 32 x 132 rows): the column strips
-    and their price held out; `random`: `count` norm cases drawn with `seed`
-    (`random_grid`); `bench`: bench_norm_bwd.py's 16 cases; `smoke`: tiny, for the CPU
-    interpreter."""
+    and their price held out; `random`: `count` norm cases drawn with each of `seed`'s
+    seeds (`random_grid`, `seeds`), the same case once; `bench`: bench_norm_bwd.py's 16
+    cases; `smoke`: tiny, for the CPU interpreter."""
     if name == "random":
-        return random_grid(seed, count)
+        drawn = [case for one in seeds(seed) for case in random_grid(one, count)]
+        return list(dict.fromkeys(drawn))
     if name == "bench":
         return bench_grid()
     if name == "smoke":
@@ -751,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
                                        "random", "bench", "smoke"),
                     default="full")
-    ap.add_argument("--seed", type=int, default=42, help="--grid random: the draw's seed")
+    ap.add_argument("--seed", default="42",
+                    help="--grid random: the draw's seed, a range '43-59' or a comma list")
     ap.add_argument("--count", type=int, default=40, help="--grid random: cases drawn")
     ap.add_argument("--part", default="0/1", help="K/P: every P-th case from the K-th")
     ap.add_argument("--warm", type=int, default=0, help="parallel compile processes first")
@@ -793,8 +808,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     k, p = (int(v) for v in args.part.split("/"))
     w, workers = (int(v) for v in args.worker.split("/"))
-    cases = [case for case in grid(args.grid, args.seed, args.count)
-             if selected(case, args.only)]
+    try:
+        drawn = grid(args.grid, args.seed, args.count)
+    except ValueError as exc:
+        ap.error(str(exc))
+    cases = [case for case in drawn if selected(case, args.only)]
     if not cases:
         ap.error(f"--only {args.only!r}: no case of the {args.grid} grid matches")
     cases = cases[k::p][w::workers]

@@ -27,6 +27,7 @@ from inductor_ext.targets.cuda.tuning import CudaTuning
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import fit_cost_model  # noqa: E402
+import sweep_cost_model  # noqa: E402
 
 SWEEP = ROOT / "bench" / "results" / "cost_sweep_h100.csv"
 SPLIT_ROWS_FUSED = ROOT / "bench" / "results" / "cost_sweep_split_rows_fused_h100.csv"
@@ -610,3 +611,35 @@ def test_every_planned_warp_count_is_a_power_of_two(M, N, es, columns):
                           PlanOptions())
     warps = [plan.num_warps, *(dict(c)["num_warps"] for c in plan.configs)]
     assert all(w > 0 and w & (w - 1) == 0 for w in warps), warps
+
+
+def test_few_rows_at_one_program_per_sm_double_buffer():
+    """One resident program per SM (few rows) double-buffers one-row blocks from
+    `prefetch_min_rows_alone` rows a program; two-row blocks and more programs per SM
+    keep the `prefetch_min_rows` rule, and so does the old setting (0)."""
+    tuning = CudaTuning()
+    old = dataclasses.replace(tuning, prefetch_min_rows_alone=0)
+    few = _norm(1430, 4672)  # 130 programs of 11 one-row blocks (bench/NOTES.md, session 29)
+    plan, plan_old = (cuda_plan.plan(few, H100, t, PlanOptions()) for t in (tuning, old))
+    assert plan.programs == plan_old.programs <= H100.cores and plan.block_m == 1
+    assert plan.prefetch and not plan_old.prefetch
+    two_row_blocks = cuda_plan.plan(_norm(1682, 3033), H100, tuning, PlanOptions())
+    assert two_row_blocks.block_m == 2 and not two_row_blocks.prefetch
+    one_row_each = _norm(H100.cores, 8192)
+    assert not cuda_plan.plan(one_row_each, H100, tuning, PlanOptions()).prefetch
+    assert cuda_plan.use_prefetch(_norm(264, 8192), H100, tuning, 8192, 1, 132, False)
+    many = _norm(65536, 1024)  # 4 programs per SM: the 16-row rule
+    assert cuda_plan.plan(many, H100, tuning, PlanOptions()).programs > H100.cores
+    assert cuda_plan.use_prefetch(many, H100, tuning, 1024, 8, 4 * H100.cores, False)
+    assert not cuda_plan.use_prefetch(_norm(1024 * 8, 1024), H100, tuning, 1024, 1,
+                                      4 * H100.cores, False)
+
+
+def test_the_bench_cases_plan_as_before_the_one_program_rule():
+    """The 16 bench cases own at least 16 rows a program: the rule changes none of them."""
+    old = dataclasses.replace(CudaTuning(), prefetch_min_rows_alone=0)
+    for case in sweep_cost_model.grid("bench"):
+        shape = _norm(case.M, case.N, 4 if case.dtype == "fp32" else 2,
+                      columns=2 if case.op == "ln" else 1)
+        assert (cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+                == cuda_plan.plan(shape, H100, old, PlanOptions())), case.name

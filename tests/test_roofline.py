@@ -14,7 +14,7 @@ import sweep_cost_model  # noqa: E402
 
 
 def test_random_grid_is_deterministic_and_inside_its_ranges():
-    cases = sweep_cost_model.grid("random", seed=42, count=60)
+    cases = sweep_cost_model.grid("random", seed="42", count=60)
     assert cases == sweep_cost_model.random_grid(42, 60)
     assert len(cases) == len(set(cases)) == 60
     assert sweep_cost_model.random_grid(7, 60) != cases
@@ -34,6 +34,19 @@ def test_random_grid_is_deterministic_and_inside_its_ranges():
     assert min(c.N for c in cases) < 1024 and max(c.N for c in cases) > 8192
     assert (min(c.M * c.N for c in cases) < 16 * 2**20
             and max(c.M * c.N for c in cases) > 64 * 2**20)
+
+
+def test_random_grid_takes_several_seeds():
+    """`--seed 43-45,50`: the draws of each seed in order, a case drawn twice kept once."""
+    assert sweep_cost_model.seeds("43-45,50") == [43, 44, 45, 50]
+    assert sweep_cost_model.seeds("7") == [7]
+    many = sweep_cost_model.grid("random", seed="43-45", count=10)
+    one_by_one = [c for s in (43, 44, 45) for c in sweep_cost_model.random_grid(s, 10)]
+    assert many == list(dict.fromkeys(one_by_one)) and len(many) > 20
+    twice = sweep_cost_model.grid("random", seed="43,43", count=10)
+    assert twice == sweep_cost_model.random_grid(43, 10)
+    with pytest.raises(ValueError, match="--seed 'x'"):
+        sweep_cost_model.seeds("x")
 
 
 def test_bench_grid_is_the_16_bench_cases():
@@ -182,3 +195,41 @@ def test_workspace_time_counts_the_rows_the_picked_config_used(final_step, launc
     row["ext_us"] = 200.0
     got = roofline.shape_row(row)
     assert got["workspace_us"] == pytest.approx(share * 2 * 3e6 / 3e12 * 1e6, abs=0.01)
+
+
+def _at(row, frac):
+    """The row with ext at `frac` of the run's copy."""
+    return {**row, "ext_us": row["min_bytes"] / (frac * row["copy_tbps"] * 1e12) * 1e6}
+
+
+def test_causes_name_what_the_sweep_measured():
+    """A shape below its bar gets its measured causes; a passing shape none."""
+    declined = roofline.shape_row(_at(_row("rms", 300, 20000, 0.0, shape_copy_tbps=3.0,
+                                           ext_planned_kernels=0), 0.4))
+    assert declined["verdict"] == "FAIL" and declined["cause_families"] == "declined"
+    assert declined["causes"].startswith("declined: stock's kernels run")
+    row = _at(_row("rms", 2000, 4918, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
+                   ext_r0_block=8192, ext_column_tiled="False", ext_resident_per_sm=1,
+                   ext_launched_programs=125, ext_programs=125, ext_workspace_bytes=0,
+                   ext_waves=1, ext_n_spills=0), 0.6)
+    row["ext_final_us"] = 0.2 * row["ext_us"]
+    s = roofline.shape_row(row)
+    assert s["cause_families"].split(",") == [
+        "unaligned rows", "padded row", "one program per SM", "final step", "fused kernel"]
+    assert "rows of 9836 bytes start off 16-byte vectors" in s["causes"]
+    assert "N=4918 runs as a 8192-lane row (40% masked)" in s["causes"]
+    assert "one program per SM, 16 rows each" in s["causes"]
+    assert "final step" in s["causes"] and "(20% of ext's time)" in s["causes"]
+    small = roofline.shape_row(_at(_row("rms", 1024, 5120, 0.0, shape_copy_tbps=2.4,
+                                        ext_planned_kernels=2), 0.8))
+    assert small["cause_families"].startswith("small copy")
+    assert "the same-size add reaches 0.80 of the run's copy" in small["causes"]
+    spread = _at(_row("rms", 8192, 4096, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
+                      ext_workspace_bytes=0), 0.91)
+    spread["ext_final_us"] = 0.05 * spread["ext_us"]
+    got = roofline.shape_row(spread)
+    assert got["cause_families"] == "spread gap" and "none of it one part" in got["causes"]
+    passing = roofline.shape_row(_at(_row("rms", 8192, 4096, 0.0, ext_planned_kernels=2), 0.95))
+    assert passing["verdict"] == "pass" and passing["causes"] == ""
+    summary = roofline.distribution([declined, s, got, passing])
+    assert "causes below the bar (3 shapes): " in summary and "declined 1" in summary

@@ -202,13 +202,18 @@ def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...]
     return tuple((*config, (PROGRAMS_KEY, count)) for count in counts for config in configs)
 
 
-def use_prefetch(shape: ShapeInfo, tuning: CudaTuning, r0_block: int, programs: int,
-                 column_tiled: bool) -> bool:
-    """Double-buffer the loads of persistent rows when a program has enough iterations.
-    Measured on H100 with strided rows: LayerNorm 16384x8192 -13%, N=128 -4..6%,
-    4096x4096 (31 rows per program) -3..12%."""
-    return (not column_tiled and tuning.prefetch_min_n <= r0_block <= tuning.prefetch_max_n
-            and _rows_to_double_buffer(shape, tuning, programs))
+def use_prefetch(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, r0_block: int,
+                 block_m: int, programs: int, column_tiled: bool) -> bool:
+    """Double-buffer the loads of persistent rows when a program has enough iterations:
+    `prefetch_min_rows` rows, or `prefetch_min_rows_alone` for one-row blocks at one
+    program per SM, where nothing else hides a row's load round trip. Measured on H100
+    with strided rows: LayerNorm 16384x8192 -13%, N=128 -4..6%, 4096x4096 (31 rows per
+    program) -3..12%; one program per SM: bench/NOTES.md, session 29."""
+    if column_tiled or not tuning.prefetch_min_n <= r0_block <= tuning.prefetch_max_n:
+        return False
+    if block_m == 1 and programs <= device.cores and tuning.prefetch_min_rows_alone > 0:
+        return shape.M_hint >= tuning.prefetch_min_rows_alone * programs
+    return _rows_to_double_buffer(shape, tuning, programs)
 
 
 def l2_prefetch_for(device: DeviceInfo, tuning: CudaTuning, double_buffered: bool = False
@@ -304,7 +309,8 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         num_warps = max_warps
     else:
         num_warps = max(2, min(max_warps, block_m * r0_block // tuning.elems_per_warp))
-    prefetch = use_prefetch(shape, tuning, r0_block, programs, column_tiled)
+    prefetch = use_prefetch(shape, device, tuning, r0_block, block_m, programs,
+                            column_tiled)
     configs: tuple[Config, ...] = ()
     if (not column_tiled or register_tiles) and (not device.interpreted
                                                   or tuning.autotune_on_cpu):
