@@ -30,7 +30,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import description, write_rows  # noqa: E402
+from common import DTYPES, description, write_rows  # noqa: E402
 from fit_cost_model import load  # noqa: E402  (a later CSV's case replaces an earlier one's)
 
 #: ext's ratios to these (their time / ext's; sweep_cost_model.RATIO_BASES, not imported:
@@ -128,8 +128,6 @@ def shape_row(row: dict, against: str = "run") -> dict:
     return out
 
 
-#: Bytes per element of the sweep's dtypes (the rows' alignment).
-ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
 #: Shares of ext's time past which the final step, the workspace and the remainder in
 #: the fused kernel are named as causes.
 CAUSE_SHARE = {"final step": 0.10, "workspace": 0.05, "fused kernel": 0.10}
@@ -151,7 +149,7 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
                                 "no win); stock "
                                 f"{s['stock_frac']:.2f} of copy"))
         return out
-    row_bytes = s["N"] * ITEMSIZE.get(s["dtype"], 0)
+    row_bytes = s["N"] * DTYPES[s["dtype"]].itemsize
     if row_bytes % 16:
         out.append(("unaligned rows", f"rows of {row_bytes} bytes start off 16-byte "
                                       "vectors: loads of 2-4 bytes"))
@@ -162,7 +160,9 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
     if tiled:
         out.append(("column tiles", f"column-tiled row ({row.get('ext_register_tiles')} "
                                     "register tiles): the row read twice"))
-    launched = number(row.get("ext_launched_programs")) or number(row.get("ext_programs"))
+    launched = number(row.get("ext_launched_programs"))
+    if not launched > 0:  # sweeps before the count was recorded: the plan's programs
+        launched = number(row.get("ext_programs"))
     if number(row.get("ext_resident_per_sm")) == 1 and launched > 0:
         out.append(("one program per SM", f"one program per SM, {s['M'] / launched:.0f} "
                                           "rows each: a row's loads wait alone"))

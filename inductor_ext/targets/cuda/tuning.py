@@ -98,8 +98,8 @@ class CudaTuning:
     prefetch_min_rows: int = 16
     #: ...or this many for row blocks of one row at one program per SM (few rows; 0:
     #: the rule above): one resident block has nothing else to hide a row's load round
-    #: trip behind. H100, 23 shapes of 4-16 rows a program: 1.09x, none slower beyond
-    #: noise; blocks of two rows gained nothing (bench/NOTES.md, session 29).
+    #: trip behind. LayerNorm's two-row blocks lost with it (measurements: bench/NOTES.md,
+    #: session 29).
     prefetch_min_rows_alone: int = 2
     #: Live bytes of one persistent row allowed per SM register file (past it: column
     #: tiles; LayerNorm at N=16384 spilled).
