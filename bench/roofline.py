@@ -17,7 +17,10 @@ final step (how long the backward runs past the fused kernel's end, from profile
 replays), and the remainder in the fused kernel itself; with its plan
 (programs, rows per block, row tile, column tiling) and the picked config's registers,
 resident programs per SM, waves and how full they are. A shape below its bar gets its
-measured causes (`causes`), each with its number, and the summary counts them.
+measured causes (`causes`), each with its number, and the summary counts them. Each shape's
+`limit_frac` is the best a backward could reach by what was measured: the same-size add
+plus the least time any backward has spent past it (`FOLD_FLOOR_US`); where it is below
+the bar, the bar is out of reach, and `ext_of_limit` says how close ext is to it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ RATIO_BASES = ("stock", "upstream_off", "liger")
 
 #: (smallest M*N, copy fraction ext must reach there), largest first.
 THRESHOLDS = ((16 * 2**20, 0.92), (4 * 2**20, 0.85))
+#: The least time any measured backward has taken past the same-size add, in us: rms
+#: 8289x1536 fp32 on the H100 (50.8 against 48.5, the random grid; hand-written kernels
+#: took 2.8 us or more for their column sums' workspace and fold, bench/NOTES.md session
+#: 28). A shape's `limit_frac` is its copy-speed time over the add's time plus this: what
+#: a backward that also folds its column sums across programs could reach at best.
+FOLD_FLOOR_US = 2.3
 #: The variants besides ext whose fractions the plot shows.
 OTHERS = ("stock", "upstream_off", "fused", "liger")
 #: The plan columns a shape's line and table carry (sweep column -> table column).
@@ -115,6 +124,10 @@ def shape_row(row: dict, against: str = "run") -> dict:
     final = (number(row.get("ext_final_us")) if number(row.get("ext_planned_kernels")) != 0
              else math.nan)
     gap = ext_us - ideal
+    shape_copy = number(row.get("shape_copy_tbps"))
+    limit = (ideal / (min_b / (shape_copy * 1e12) * 1e6 + FOLD_FLOOR_US)
+             if shape_copy > 0 else math.nan)
+    out.update(limit_frac=round(limit, 4), ext_of_limit=round(frac / limit, 4))
     out.update(ext_us=round(ext_us, 2), copy_speed_us=round(ideal, 2), gap_us=round(gap, 2),
                workspace_us=round(ws_us, 2), final_step_us=round(final, 2),
                final_step_share=round(number(row.get("ext_final_share")), 4),
@@ -144,6 +157,10 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
     if same_size < bar:
         out.append(("small copy", f"the same-size add reaches {same_size:.2f} of the run's "
                                   "copy"))
+    if s["limit_frac"] < bar:
+        out.append(("limit below bar", f"the add plus the least fold measured "
+                                       f"({FOLD_FLOOR_US} us) reaches {s['limit_frac']:.2f} "
+                                       "of the run's copy"))
     if number(row.get("ext_planned_kernels")) == 0:
         out.append(("declined", "declined: stock's kernels run (the cost model predicts "
                                 "no win); stock "
@@ -210,6 +227,12 @@ def distribution(shapes: list[dict]) -> str:
         lines.append(f"causes below the bar ({len(barred) - passing} shapes): " + ", ".join(
             f"{family} {count}" for family, count in
             sorted(families.items(), key=lambda kv: -kv[1])))
+    out_of_reach = [s for s in barred if s["limit_frac"] < s["threshold"]]
+    if out_of_reach:
+        shares = [s["ext_of_limit"] for s in out_of_reach]
+        lines.append(f"bar out of reach (the same-size add + {FOLD_FLOOR_US} us of fold below "
+                     f"it) at {len(out_of_reach)} shapes; ext there at {min(shares):.2f} to "
+                     f"{max(shares):.2f} of that limit (median {statistics.median(shares):.2f})")
     worst = sorted(barred, key=lambda s: s["ext_frac"] / s["threshold"])[:5]
     lines.append("worst 5 against their bar: " + "; ".join(
         f"{s['case']} {s['ext_frac']:.3f} < {s['threshold']}" if s["verdict"] == "FAIL"
@@ -221,14 +244,15 @@ def shape_line(s: dict) -> str:
     plan = " ".join(f"{name}={s[name]}" for name in PLAN.values() if s[name] not in ("", None))
     return (f"{s['op']:3s} {s['M']:>7d}x{s['N']:<5d} {s['dtype']:4s} w{s['param_dtype']:4s} "
             f"{s['numel'] / 2**20:7.1f}M {s['min_MB']:8.1f} MB  ext {s['ext_frac']:.3f} "
-            f"bar {s['threshold'] or '-':4} {s['verdict']:4s}  x{s['ext_over_stock']:.2f} "
+            f"bar {s['threshold'] or '-':4} {s['verdict']:4s} limit {s['limit_frac']:.2f}  "
+            f"x{s['ext_over_stock']:.2f} "
             f"x{s['ext_over_upstream_off']:.2f} x{s['ext_over_liger']:.2f}  gap "
             f"{s['gap_us']:7.1f} us = ws {s['workspace_us']:5.1f} + final "
             f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}"
             + (f"\n      why: {s['causes']}" if s["causes"] else ""))
 
 
-HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict  "
+HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict, limit  "
           "ext vs stock / upstream off / liger  ext's time beyond copy speed  plan")
 
 
@@ -248,6 +272,10 @@ def plot(shapes: list[dict], path: str, title: str = "") -> None:
         if pts:
             ax.scatter(*zip(*pts), marker=markers[variant], s=18, color="gray", alpha=0.35,
                        label=variant)
+    limits = [(s["numel"], s["limit_frac"]) for s in shapes if not math.isnan(s["limit_frac"])]
+    if limits:
+        ax.scatter(*zip(*limits), marker="_", s=60, color="black", alpha=0.6,
+                   label=f"limit (add + {FOLD_FLOOR_US} us fold)")
     for op, color in (("rms", "tab:blue"), ("ln", "tab:orange")):
         pts = [(s["numel"], s["ext_frac"]) for s in shapes
                if s["op"] == op and not math.isnan(s["ext_frac"])]

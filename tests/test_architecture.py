@@ -84,6 +84,10 @@ def test_the_layers_hold():
     assert "0 broken" in res.stdout
 
 
+#: String knobs with a fixed set of values: another of them.
+OTHER_CHOICE = {"strided": "contiguous"}
+
+
 @pytest.mark.parametrize("target,cls", [("cuda", CudaTuning), ("ascend", AscendTuning)])
 def test_every_tuning_knob_changes_the_cache_key(target, cls):
     p = inductor_ext.MixOrderPass()
@@ -94,7 +98,7 @@ def test_every_tuning_knob_changes_the_cache_key(target, cls):
         other = (not default if isinstance(default, bool)
                  else default + 1 if isinstance(default, int)
                  else (default / 2 or 0.5) if isinstance(default, float)
-                 else default + "_other")
+                 else OTHER_CHOICE.get(default, default + "_other"))
         with inductor_ext.config.patch(tuning={target: {field.name: other}}):
             assert p.uuid() != base, field.name
     with assume_device(DeviceInfo(type="cpu", cores=3, interpreted=True)):
@@ -107,6 +111,8 @@ def test_bad_tuning_is_named():
                          ({"cuda": {"no_knob": 1}}, "unknown knob 'no_knob'"),
                          ({"cuda": {"register_tile": 1.5}}, "must be an int, got 1.5"),
                          ({"cuda": {"balance_rows": 1}}, "must be a bool"),
+                         ({"cuda": {"row_order": "diagonal"}},
+                          r"\['row_order'\] must be 'strided' or 'contiguous', got 'diagonal'"),
                          ([1], "must be a dict")]:
         with pytest.raises(ValueError, match=message):  # where it is set
             inductor_ext.config.patch(tuning=bad)

@@ -293,8 +293,9 @@ def test_a_config_is_timed_only_at_its_counts_of_fewest_waves():
 
 @pytest.mark.parametrize("M,N", [(2048, 24576), (64, 2560)])
 def test_no_second_count_for_tiled_rows_or_few_row_blocks(M, N):
-    """Column-tiled rows keep one count (their programs are sized by registers already);
-    so do rows too few for 3 programs per SM to be fewer than the planned ones."""
+    """Rows that loop over their column tiles keep one count (their configs are not
+    timed; register tiles: test_column_tiles.py); so do rows too few for 3 programs per
+    SM to be fewer than the planned ones."""
     plan = cuda_plan.plan(_ln_shape(M, N), H100_INFO, CudaTuning(), PlanOptions())
     assert plan.program_choices == ()
     assert all("RPROGRAMS" not in dict(c) for c in plan.configs)

@@ -18,6 +18,7 @@ from inductor_ext.codegen.rewrites import (
     unpin_row_loads,
     unroll_column_loops,
 )
+from tests.support.poison import poisoned_allocations
 from tests.support.reference import (
     assert_close,
     autograd_grads,
@@ -313,3 +314,46 @@ def test_register_tiles_timed_at_two_rows_keep_the_row_mask(cuda_knobs, plugin, 
     assert inductor_ext.metrics.mix_order_kernels == 1
     source = "\n".join(codes)
     assert "'XBLOCK': 2" in source
+
+
+@pytest.mark.parametrize("norm", [layer_norm, rms_norm], ids=["ln", "rms"])
+def test_register_tiles_at_fewer_programs_fold_only_the_rows_launched(
+        plugin, cuda_knobs, monkeypatch, norm):
+    """Register-tiled configs are timed at every count per SM below the plan's: here 4
+    row programs of 2 column groups, and 3, 2 and 1. The interpreter runs the first
+    config, put first with the fewest programs (1 row program, 2 of the workspace's 4
+    rows written, into poisoned memory): the gradients are right only if the final step
+    folds just the rows that count names and every group walks all of its rows."""
+    from inductor_ext.targets.cuda import plan as cuda_plan
+
+    cuda_knobs(register_tile=64, column_groups=2, autotune_on_cpu=True)
+    counts = cuda_plan.with_program_counts
+    monkeypatch.setattr(cuda_plan, "with_program_counts",
+                        lambda configs, choices: counts(configs, tuple(reversed(choices))))
+    with poisoned_allocations():
+        fused, params = _grouped_kernel(norm, 75, 500, torch.float32)
+    assert "col_group = tl.program_id(0) % 2" in fused
+    assert "XBLOCK : tl.constexpr, RPROGRAMS : tl.constexpr" in fused
+    assert "'grid_type': 'PrecomputedGrid'" in fused
+    for count in (4, 3, 2, 1):  # each row-program count launches its 2 groups
+        assert (f"{{'config': {{'RPROGRAMS': {count}}}, 'python': ['{2 * count}', '1', '1']"
+                in fused)
+
+
+def test_register_tiled_counts_per_sm_below_the_plans():
+    """rms 2392x10167 fp16 on the H100: 3 programs per SM planned (342, balanced over
+    the rows), then 2 and 1 per SM; split in 2 groups, rms 1450x28736 fp32 at 1 per SM
+    (132 row programs, 264 launched) also runs 66. Off: the plan's count alone."""
+    from inductor_ext.plan import PlanOptions
+    from inductor_ext.targets.cuda import plan as cuda_plan
+    from inductor_ext.targets.cuda.tuning import CudaTuning
+    from tests.test_cost_model import H100, _norm
+
+    def choices(M, N, es, **knobs):
+        planned = cuda_plan.plan(_norm(M, N, es), H100, CudaTuning(**knobs), PlanOptions())
+        assert planned.register_tiles
+        return planned.column_groups, planned.program_choices
+
+    assert choices(2392, 10167, 2) == (1, (342, 240, 126))
+    assert choices(1450, 28736, 4) == (2, (132, 66))
+    assert choices(2392, 10167, 2, register_tiled_fewer_programs=False) == (1, ())

@@ -206,8 +206,10 @@ def test_causes_name_what_the_sweep_measured():
     """A shape below its bar gets its measured causes; a passing shape none."""
     declined = roofline.shape_row(_at(_row("rms", 300, 20000, 0.0, shape_copy_tbps=3.0,
                                            ext_planned_kernels=0), 0.4))
-    assert declined["verdict"] == "FAIL" and declined["cause_families"] == "declined"
-    assert declined["causes"].startswith("declined: stock's kernels run")
+    # 6M elements at 12 us of copy: even the add and the fold floor miss 0.85
+    assert declined["verdict"] == "FAIL"
+    assert declined["cause_families"] == "limit below bar,declined"
+    assert "; declined: stock's kernels run" in declined["causes"]
     row = _at(_row("rms", 2000, 4918, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
                    ext_r0_block=8192, ext_column_tiled="False", ext_resident_per_sm=1,
                    ext_launched_programs=125, ext_programs=125, ext_workspace_bytes=0,
@@ -233,3 +235,26 @@ def test_causes_name_what_the_sweep_measured():
     assert passing["verdict"] == "pass" and passing["causes"] == ""
     summary = roofline.distribution([declined, s, got, passing])
     assert "causes below the bar (3 shapes): " in summary and "declined 1" in summary
+
+
+def test_the_limit_is_the_same_size_add_plus_the_least_fold():
+    """limit_frac: the copy-speed time over the same-size add's time plus FOLD_FLOOR_US.
+    Below the bar it is a cause of its own, and the summary counts those shapes and says
+    how close ext came to their limit."""
+    few = _at(_row("rms", 1024, 4096, 0.0, shape_copy_tbps=2.7, ext_planned_kernels=2), 0.6)
+    s = roofline.shape_row(few)
+    ideal = few["min_bytes"] / 3e12 * 1e6
+    limit = ideal / (few["min_bytes"] / 2.7e12 * 1e6 + roofline.FOLD_FLOOR_US)
+    assert limit < 0.85 < 2.7 / 3.0  # the add alone would meet the bar: the fold does not
+    assert s["limit_frac"] == pytest.approx(limit, abs=1e-4)
+    assert s["ext_of_limit"] == pytest.approx(0.6 / limit, abs=1e-3)
+    families = s["cause_families"].split(",")
+    assert "limit below bar" in families and "small copy" not in families
+    assert (f"the add plus the least fold measured ({roofline.FOLD_FLOOR_US} us) reaches "
+            f"{limit:.2f} of the run's copy") in s["causes"]
+    big = roofline.shape_row(_at(_row("rms", 8192, 4096, 0.0, shape_copy_tbps=3.0,
+                                      ext_planned_kernels=2, ext_workspace_bytes=0), 0.9))
+    assert big["limit_frac"] > 0.92 and "limit below bar" not in big["cause_families"]
+    summary = roofline.distribution([s, big])
+    assert (f"bar out of reach (the same-size add + {roofline.FOLD_FLOOR_US} us of fold below "
+            f"it) at 1 shapes; ext there at {0.6 / limit:.2f}") in summary

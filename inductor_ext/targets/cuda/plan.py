@@ -196,6 +196,21 @@ def fewer_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, pro
     return tuple(sorted((count for count in counts if count < programs), reverse=True))
 
 
+def fewer_register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                                  programs: int, groups: int) -> tuple[int, ...]:
+    """The other row-program counts a register-tiled plan's configs are timed at, most
+    first: every whole number of programs per SM below the plan's, down to one, each
+    balanced over the rows. The plan's count is what the partials' registers allow; the
+    compiled code may hold fewer blocks an SM (rms 2392x10167 fp16: 3 planned, 255
+    registers at 4 warps hold 2, so 342 programs ran in two waves)."""
+    if not tuning.register_tiled_fewer_programs:
+        return ()
+    per_sm = -(-programs * groups // device.cores)
+    counts = {_programs(shape, tuning, max(1, device.cores * k // groups), shape.M_hint)
+              for k in range(per_sm - 1, 0, -1)}
+    return tuple(sorted((count for count in counts if count < programs), reverse=True))
+
+
 def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...]
                         ) -> tuple[Config, ...]:
     """Every config at each row-program count (the plan's own first)."""
@@ -324,9 +339,11 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         # at 8 warps, which no config holds: 20x slower from spills on the H100).
         fixed = dict(configs[0])
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
-    fewer = (fewer_programs(shape, device, tuning, programs, block_m, r0_block)
-             if configs and not column_tiled and split_size is None
-             and tuning.row_order == "strided" else ())
+    fewer: tuple[int, ...] = ()
+    if configs and split_size is None and tuning.row_order == "strided":
+        fewer = (fewer_register_tiled_programs(shape, device, tuning, programs, groups)
+                 if register_tiles else
+                 fewer_programs(shape, device, tuning, programs, block_m, r0_block))
     if fewer:
         configs = with_program_counts(configs, (programs, *fewer))
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)

@@ -22,6 +22,11 @@ class CudaTuning:
     #: 0.89; rms 8192x2560 128 regs 0.89 / 0.86). The register count is known only
     #: once compiled, so the autotuner picks (bench/NOTES.md, sessions 25-26).
     fewer_programs_per_sm: int = 3
+    #: Register-tiled rows' configs are also timed at every whole number of programs per
+    #: SM below the plan's, down to one (False: the plan's count only): their count comes
+    #: from the partials' registers, but the compiled code may hold fewer blocks an SM
+    #: and run the grid in two waves (bench/NOTES.md, session 30).
+    register_tiled_fewer_programs: bool = True
     #: Persistent row tiles of at least this many columns are also timed at every count
     #: per SM below `fewer_programs_per_sm`, down to one (0: never): such a tile leaves
     #: registers for only 1-2 blocks per SM, and more programs than fit run in extra
@@ -186,3 +191,8 @@ class CudaTuning:
     final_step_warps: int = 8
     #: Use the generated final step (False: one ATen reduce per output).
     generated_final_step: bool = True
+
+    def __post_init__(self) -> None:
+        if self.row_order not in ("strided", "contiguous"):
+            raise ValueError("inductor_ext.config.tuning['cuda']['row_order'] must be "
+                             f"'strided' or 'contiguous', got {self.row_order!r}")
