@@ -7,6 +7,7 @@ Every function is pure: (shape, device, tuning, options) in, a value out."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
@@ -191,9 +192,8 @@ def fewer_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, pro
     per_sm = [tuning.fewer_programs_per_sm]
     if 0 < tuning.low_residency_r0_block <= r0_block:
         per_sm += range(tuning.fewer_programs_per_sm - 1, 0, -1)
-    blocks = -(-shape.M_hint // block_m)
-    counts = {_programs(shape, tuning, device.cores * k, blocks) for k in per_sm}
-    return tuple(sorted((count for count in counts if count < programs), reverse=True))
+    return _counts_below(shape, device, tuning, programs, per_sm,
+                         blocks=-(-shape.M_hint // block_m))
 
 
 def fewer_register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
@@ -206,8 +206,17 @@ def fewer_register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: 
     if not tuning.register_tiled_fewer_programs:
         return ()
     per_sm = -(-programs * groups // device.cores)
-    counts = {_programs(shape, tuning, max(1, device.cores * k // groups), shape.M_hint)
-              for k in range(per_sm - 1, 0, -1)}
+    return _counts_below(shape, device, tuning, programs, range(per_sm - 1, 0, -1),
+                         blocks=shape.M_hint, groups=groups)
+
+
+def _counts_below(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, programs: int,
+                  per_sm: Iterable[int], blocks: int, groups: int = 1) -> tuple[int, ...]:
+    """Row-program counts at `per_sm` programs per SM (each row program `groups`
+    programs), balanced over `blocks` row blocks, those fewer than `programs`, most
+    first."""
+    counts = {_programs(shape, tuning, max(1, device.cores * k // groups), blocks)
+              for k in per_sm}
     return tuple(sorted((count for count in counts if count < programs), reverse=True))
 
 
