@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="ln:8192x2560:bf16,rms:8192x2560:bf16",
                     help="op:MxN:dtype,... (op rms or ln)")
     ap.add_argument("--variants", default="inductor_ext,inductor_mix",
-                    help="compiled variants (bench_norm_bwd.py's names), each case in turn")
+                    help="compiled variants (bench_norm_bwd.py's names), each case in turn; "
+                         "'copy' profiles the same-size add instead")
     ap.add_argument("--setting", default="",
                     help="CUDA tuning knobs for every compile, e.g. 'prefetch_min_rows_alone=0'")
     args = ap.parse_args(argv)
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         cases += [(op, *s) for s in parse_shapes(shape)]
     for variant in filter(None, args.variants.split(",")):
         for op, M, N, dtype in cases:
+            if variant == "copy":
+                profile_copy(M * N, dtype)
+                print(f"copy {op} {M}x{N} {str(dtype).removeprefix('torch.')}", flush=True)
+                continue
             torch._dynamo.reset()
             fn, inputs, dy = make_problem(op, M, N, dtype)
             wrt = [t for t in inputs if t is not None]
@@ -67,6 +72,20 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.profiler.stop()
             print(f"{variant} {op} {M}x{N} {str(dtype).removeprefix('torch.')}", flush=True)
     return 0
+
+
+def profile_copy(numel: int, dtype: torch.dtype) -> None:
+    """The same-size add the roofline's limit starts from (x + dy into a third tensor of
+    the case's size), profiled once after a warm-up call."""
+    a = torch.randn(numel, device="cuda", dtype=dtype)
+    b = torch.randn_like(a)
+    out = torch.empty_like(a)
+    torch.add(a, b, out=out)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    torch.add(a, b, out=out)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ meet and where the rest goes; then the distribution over all shapes, as text and
 
     python bench/roofline.py bench/results/roofline_random_h100.csv [MORE.csv ...]
         [--plot bench/results/roofline_random_h100.png] [--csv roofline_table.csv]
-        [--against run|shape]
+        [--against run|shape] [--ncu NCU.csv ...]
 
 Reads the CSVs of `sweep_cost_model.py --grid random|bench` (GPU runs; a case in a later
 file replaces the same case in an earlier one) and needs no GPU. A shape's copy fraction
@@ -21,14 +21,19 @@ measured causes (`causes`), each with its number, and the summary counts them. E
 `limit_frac` is the best a backward could reach by what was measured: the same-size add
 plus the least time any backward has spent past it (`FOLD_FLOOR_US`); where it is below
 the bar, the bar is out of reach, and `ext_of_limit` says how close ext is to it.
+`--ncu` adds Nsight Compute's counters from `ncu_backward.py` runs: the same-size add's
+kernel (variant `copy`) and ext's longest kernel (variant `inductor_ext`, matched only
+where the sweep's weights are in x's dtype, as ncu_backward.py profiles them).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -58,6 +63,48 @@ PLAN = {"ext_programs": "programs", "ext_launched_programs": "launched",
         "ext_xblock": "XBLOCK", "ext_num_warps": "warps", "ext_n_regs": "regs",
         "ext_n_spills": "spills", "ext_resident_per_sm": "per_sm", "ext_waves": "waves",
         "ext_wave_fill": "wave_fill"}
+
+
+#: Nsight Compute metrics the report keeps (ncu_backward.py's) -> their name here.
+NCU_METRICS = {"gpu__time_duration.sum": "us",
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+               "sm__warps_active.avg.pct_of_peak_sustained_active": "warps_pct"}
+#: Time units Nsight Compute writes, in us.
+NCU_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+#: The line ncu_backward.py prints after each case it profiled.
+NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)$")
+#: torch's dtype names (ncu_backward.py's lines) -> the sweep's.
+SWEEP_DTYPE = {str(dtype).removeprefix("torch."): name for name, dtype in DTYPES.items()}
+
+
+def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float]]:
+    """(variant, op, M, N, dtype) -> its longest kernel's counters (`us`, `dram_pct`,
+    `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
+    `ncu --csv --page raw` output of ncu_backward.py (its case lines and the CSV in one
+    file). Kernels follow the cases in order; every case of a file must have run the
+    same number of kernels (one variant a run), or the file is refused."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    labels = [m.groups() for line in lines if (m := NCU_CASE.match(line.strip()))]
+    table = list(csv.DictReader(io.StringIO("\n".join(
+        line for line in lines if line.startswith('"')))))
+    units = next((row for row in table if not row.get("ID")), {})
+    kernels = [row for row in table if str(row.get("ID", "")).isdigit()]
+    if not labels or len(kernels) % len(labels):
+        raise ValueError(f"{path}: {len(kernels)} kernels for {len(labels)} cases; each case "
+                         "must have run the same number of kernels")
+    per = len(kernels) // len(labels)
+    scale = NCU_UNITS.get(units.get("gpu__time_duration.sum", ""), 1e-3)
+    out = {}
+    for i, (variant, op, M, N, dtype) in enumerate(labels):
+        counted = [{name: float(str(k[metric]).replace(",", "")) * (scale if name == "us"
+                                                                   else 1.0)
+                    for metric, name in NCU_METRICS.items()}
+                   for k in kernels[i * per:(i + 1) * per]]
+        main = max(counted, key=lambda k: k["us"])
+        out[(variant, op, int(M), int(N), SWEEP_DTYPE.get(dtype, dtype))] = {
+            **main, "kernels_us": sum(k["us"] for k in counted), "kernels": per}
+    return out
 
 
 def threshold(numel: int) -> float | None:
@@ -96,10 +143,11 @@ def rows_used(row: dict) -> float:
     return min(1.0, launched / programs)
 
 
-def shape_row(row: dict, against: str = "run") -> dict:
+def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
     """One shape of the report: sizes, min MB, ext's copy fraction, its bar and verdict,
     ext's ratios to the other variants, where ext's time beyond copy speed goes, and the
-    plan facts; `<variant>_frac` for each other variant timed."""
+    plan facts; `<variant>_frac` for each other variant timed; Nsight Compute's counters
+    of the same-size add and of ext's longest kernel where `ncu` (`ncu_cases`) has them."""
     M, N = int(row["M"]), int(row["N"])
     numel = M * N
     min_b = number(row["min_bytes"])
@@ -135,10 +183,26 @@ def shape_row(row: dict, against: str = "run") -> dict:
                              - (0 if math.isnan(final) else final), 2))
     for column, name in PLAN.items():
         out[name] = row.get(column, "")
+    out.update(ncu_columns(out, ncu or {}))
     found = causes(row, out) if out["verdict"] == "FAIL" else []
     out["cause_families"] = ",".join(family for family, _ in found)
     out["causes"] = "; ".join(cause for _, cause in found)
     return out
+
+
+def ncu_columns(s: dict, ncu: dict) -> dict:
+    """The same-size add's kernel time and DRAM throughput (% of peak), ext's longest
+    kernel's and its kernels' summed time (empty where not profiled; ext's only where the
+    weights are in x's dtype)."""
+    key = (s["op"], s["M"], s["N"], s["dtype"])
+    add = ncu.get(("copy", *key), {})
+    ext = ncu.get(("inductor_ext", *key), {}) if s["param_dtype"] == s["dtype"] else {}
+    return {"ncu_add_us": round(add.get("us", math.nan), 2),
+            "ncu_add_dram_pct": round(add.get("dram_pct", math.nan), 1),
+            "ncu_main_us": round(ext.get("us", math.nan), 2),
+            "ncu_main_dram_pct": round(ext.get("dram_pct", math.nan), 1),
+            "ncu_main_warps_pct": round(ext.get("warps_pct", math.nan), 1),
+            "ncu_kernels_us": round(ext.get("kernels_us", math.nan), 2)}
 
 
 #: Shares of ext's time past which the final step, the workspace and the remainder in
@@ -158,9 +222,12 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
         out.append(("small copy", f"the same-size add reaches {same_size:.2f} of the run's "
                                   "copy"))
     if s["limit_frac"] < bar:
+        add = ("" if math.isnan(s["ncu_add_us"]) else
+               f" (Nsight Compute: the add's kernel {s['ncu_add_us']:.1f} us at "
+               f"{s['ncu_add_dram_pct']:.0f}% of DRAM peak)")
         out.append(("limit below bar", f"the add plus the least fold measured "
                                        f"({FOLD_FLOOR_US} us) reaches {s['limit_frac']:.2f} "
-                                       "of the run's copy"))
+                                       f"of the run's copy{add}"))
     if number(row.get("ext_planned_kernels")) == 0:
         out.append(("declined", "declined: stock's kernels run (the cost model predicts "
                                 "no win); stock "
@@ -249,7 +316,11 @@ def shape_line(s: dict) -> str:
             f"x{s['ext_over_upstream_off']:.2f} x{s['ext_over_liger']:.2f}  gap "
             f"{s['gap_us']:7.1f} us = ws {s['workspace_us']:5.1f} + final "
             f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}"
-            + (f"\n      why: {s['causes']}" if s["causes"] else ""))
+            + (f"\n      why: {s['causes']}" if s["causes"] else "")
+            + ("" if math.isnan(s["ncu_main_us"]) else
+               f"\n      ncu: ext's longest kernel {s['ncu_main_us']:.1f} us at "
+               f"{s['ncu_main_dram_pct']:.0f}% of DRAM peak, {s['ncu_main_warps_pct']:.0f}% "
+               f"of warps active; its kernels {s['ncu_kernels_us']:.1f} us"))
 
 
 HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict, limit  "
@@ -320,14 +391,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--title", default="", help="the plot's title")
     ap.add_argument("--against", choices=("run", "shape"), default="run",
                     help="copy bandwidth of the run (32768x4096 bf16) or of the shape's size")
+    ap.add_argument("--ncu", nargs="+", default=[], metavar="NCU_CSV",
+                    help="ncu_backward.py outputs under ncu --csv --page raw (variants copy "
+                         "and inductor_ext)")
     args = ap.parse_args(argv)
+    ncu: dict = {}
+    for path in args.ncu:
+        try:
+            ncu.update(ncu_cases(path))
+        except (OSError, ValueError, KeyError, csv.Error) as exc:
+            ap.exit(2, f"{ap.prog}: error: cannot read the Nsight Compute CSV ({exc})\n")
     try:
         rows = load(list(args.csvs))
     except (OSError, KeyError, csv.Error) as exc:
         ap.exit(2, f"{ap.prog}: error: cannot read the sweep CSVs ({exc!r})\n")
     if not rows:
         ap.exit(2, f"{ap.prog}: error: no case in {', '.join(args.csvs)}\n")
-    shapes = sorted((shape_row(row, args.against) for row in rows),
+    shapes = sorted((shape_row(row, args.against, ncu) for row in rows),
                     key=lambda s: (s["op"], s["numel"], s["N"]))
     print(f"copy fraction against the {args.against}'s copy bandwidth")
     print(HEADER)

@@ -258,3 +258,52 @@ def test_the_limit_is_the_same_size_add_plus_the_least_fold():
     summary = roofline.distribution([s, big])
     assert (f"bar out of reach (the same-size add + {roofline.FOLD_FLOOR_US} us of fold below "
             f"it) at 1 shapes; ext there at {0.6 / limit:.2f}") in summary
+
+
+def _ncu_file(path, labels, kernels):
+    """An `ncu --csv --page raw` output of ncu_backward.py: its case lines, then the CSV
+    (header, a units row, one row a kernel: (name, time ns, DRAM %, warps %))."""
+    metrics = list(roofline.NCU_METRICS)
+    lines = ["==PROF== Connected to process 1 (python)", *labels,
+             ",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics]),
+             ",".join(f'"{c}"' for c in ["", "", "nsecond", "%", "%"])]
+    lines += [",".join(f'"{c}"' for c in [str(i), name, f"{ns:,}", str(dram), str(warps)])
+              for i, (name, ns, dram, warps) in enumerate(kernels)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_ncu_counters_join_the_shapes_they_profiled(tmp_path, capsys):
+    """`--ncu`: the same-size add's kernel (variant copy) and ext's longest kernel, its
+    kernels' sum, by case; ext's only where the sweep's weights are x's dtype; a file whose
+    kernels do not split evenly over its cases is refused with a one-line error."""
+    copy, ext, bad = tmp_path / "copy.csv", tmp_path / "ext.csv", tmp_path / "bad.csv"
+    _ncu_file(copy, ["copy rms 1024x4096 bfloat16", "copy ln 2048x4096 bfloat16"],
+              [("add", 11_104, 55.0, 59.3), ("add", 20_000, 70.0, 60.0)])
+    _ncu_file(ext, ["inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16"],
+              [("fused", 14_432, 54.3, 49.0), ("final", 4_928, 33.3, 31.1),
+               ("final", 5_000, 30.0, 30.0), ("fused", 30_000, 80.0, 50.0)])
+    cases = roofline.ncu_cases(str(ext))
+    assert cases[("inductor_ext", "rms", 1024, 4096, "bf16")] == pytest.approx(
+        {"us": 14.432, "dram_pct": 54.3, "warps_pct": 49.0, "kernels_us": 19.36, "kernels": 2})
+    assert cases[("inductor_ext", "ln", 2048, 4096, "bf16")]["us"] == 30.0  # the longest
+    few = _at(_row("rms", 1024, 4096, 0.0, shape_copy_tbps=2.7), 0.6)
+    wide = _at(_row("ln", 2048, 4096, 0.0), 0.6)
+    wide["wdtype"] = "fp32"  # profiled with bf16 weights: ext's counters are not this case's
+    sweep, table = tmp_path / "s.csv", tmp_path / "t.csv"
+    _sweep_csv(sweep, [few, wide])
+    assert roofline.main([str(sweep), "--ncu", str(copy), str(ext), "--csv", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "(Nsight Compute: the add's kernel 11.1 us at 55% of DRAM peak)" in out
+    assert "ncu: ext's longest kernel 14.4 us at 54% of DRAM peak, 49% of warps active; " \
+           "its kernels 19.4 us" in out
+    with open(table, newline="") as f:
+        rows = {r["case"]: r for r in csv.DictReader(f)}
+    r, w = rows[few["case"]], rows[wide["case"]]
+    assert (float(r["ncu_add_us"]), float(r["ncu_main_dram_pct"])) == (11.1, 54.3)
+    assert float(w["ncu_add_us"]) == 20.0 and math.isnan(float(w["ncu_main_us"]))
+    _ncu_file(bad, ["inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16"],
+              [("fused", 1, 1.0, 1.0), ("final", 1, 1.0, 1.0), ("fused", 1, 1.0, 1.0)])
+    with pytest.raises(SystemExit) as exc:
+        roofline.main([str(sweep), "--ncu", str(bad)])
+    assert exc.value.code == 2
+    assert "3 kernels for 2 cases" in capsys.readouterr().err
