@@ -7,6 +7,7 @@ per-sample loop is declined with its reason and still right."""
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
 from tests.support import models
@@ -249,3 +250,23 @@ def test_dit_block_modulated_norms_fuse(plugin):
     assert metrics.fused_columns["norm"] == 2
     assert sum(metrics.rejected_pairs.values()) <= 1
     assert set(metrics.rejected_pairs) <= {"producer_consumer"}
+
+
+def test_segmented_rows_stay_whole(plugin, cuda_knobs):
+    """A padded row that would run as kept register tiles (3 tiles of 16 for N=40 with
+    these knobs) stays one persistent row when the column sums are per sample: the hook
+    asks for whole rows (`PlanOptions.whole_rows`)."""
+    cuda_knobs(kept_row_tile=16, kept_row_elem_bytes=4)
+    inputs = _inputs(2, 11, 40, torch.float32, True)
+    dy = torch.randn_like(inputs[0])
+
+    def fn(*args):
+        return autograd_grads(modulated_ln, list(args[:-1]), args[-1])
+
+    got, codes = run_and_get_code(torch.compile(fn), *inputs, dy)
+    assert_close(got, float64_grads(modulated_ln, inputs, dy),
+                 names=["dx", "dscale", "dshift", "dw", "db"])
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    fused = "\n".join(codes)
+    assert "'segments': 2" in fused and "'keep_row_tiles': False" in fused
+    assert "_mo_row" not in fused and "'column_tiled': False" in fused

@@ -14,6 +14,7 @@ from torch._inductor.utils import run_and_get_code
 import inductor_ext
 from inductor_ext.codegen.rewrites import (
     chunk_row_sums,
+    keep_row_tiles,
     stream_row_stores,
     unpin_row_loads,
     unroll_column_loops,
@@ -357,3 +358,88 @@ def test_register_tiled_counts_per_sm_below_the_plans():
     assert choices(2392, 10167, 2) == (1, (342, 240, 126))
     assert choices(1450, 28736, 4) == (2, (132, 66))
     assert choices(2392, 10167, 2, register_tiled_fewer_programs=False) == (1, ())
+
+
+@pytest.mark.parametrize("M,N,es,columns,tiles", [
+    (24576, 3072, 2, 2, 3),   # the issue's ln 24576x3072 bf16: 3 x 1024 lanes, not 4096
+    (11797, 4288, 2, 2, 5),
+    (24576, 3072, 2, 1, 0),   # RMSNorm: one column sum, stays persistent
+    (24576, 3072, 4, 2, 0),   # fp32 rows
+    (6652, 2951, 2, 2, 0),    # rows off 16-byte vectors
+    (8192, 4096, 2, 2, 0),    # no padding to save
+    (8192, 1408, 2, 2, 0),    # 2 x 1024 lanes pad as much as 2048
+    (39350, 5888, 2, 2, 0),   # 6 tiles
+])
+def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, tiles):
+    """A padded persistent LayerNorm row of 16-bit elements on 16-byte vectors runs as 2-5
+    register tiles of 1024 columns whose second pass takes the first pass's row values;
+    every other row keeps the plan it had with the rule off, as does a group whose rows
+    must stay whole, and the knob at 0."""
+    from inductor_ext.plan import PlanOptions
+    from inductor_ext.targets.cuda import plan as cuda_plan
+    from inductor_ext.targets.cuda.tuning import CudaTuning
+    from tests.test_cost_model import H100, _norm
+
+    shape = _norm(M, N, es, columns=columns)
+    got = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    off = cuda_plan.plan(shape, H100, CudaTuning(kept_row_tile=0), PlanOptions())
+    if not tiles:
+        assert got == off and not got.keep_row_tiles
+        return
+    assert (got.keep_row_tiles, got.column_tiled, got.register_tiles, got.r0_block,
+            got.column_groups, got.block_m) == (True, True, tiles, 1024, 1, 1)
+    assert not off.column_tiled and off.r0_block > tiles * 1024
+    whole = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions(whole_rows=True))
+    assert whole == off
+
+
+def test_keep_row_tiles_text():
+    """A tile's second-pass row load takes the first pass's value; the weight (a column
+    index only) and another tile's load are left; nothing loaded twice is a miss."""
+    code = "\n".join([
+        "r0_offset = 0 * R0_BLOCK",
+        "tmp0 = tl.load(in_ptr0 + (r0_1 + 2560*x0), r0_mask, other=0.0).to(tl.float32)",
+        "tmp1 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', other=0.0)",
+        "r0_offset = 1 * R0_BLOCK",
+        "tmp0 = tl.load(in_ptr0 + (r0_1 + 2560*x0), r0_mask, other=0.0).to(tl.float32)",
+        "r0_offset = 0 * R0_BLOCK",
+        "tmp8 = tl.load(in_ptr0 + (r0_1 + 2560*x0), r0_mask, eviction_policy='evict_first', "
+        "other=0.0).to(tl.float32)",
+        "tmp9 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', other=0.0)",
+        "r0_offset = 1 * R0_BLOCK",
+        "tmp8 = tl.load(in_ptr0 + (r0_1 + 2560*x0), r0_mask, eviction_policy='evict_first', "
+        "other=0.0)",  # no cast: not the first pass's value
+    ]) + "\n"
+    out = keep_row_tiles(code).splitlines()
+    assert out[2] == "_mo_row0 = tmp0" and out[6] == "_mo_row1 = tmp0"
+    assert out[8] == "tmp8 = _mo_row0"
+    assert out[9].startswith("tmp9 = tl.load(in_ptr1")
+    assert out[11].startswith("tmp8 = tl.load(in_ptr0") and sum("tl.load(in_ptr0" in line
+                                                              for line in out) == 3
+    single = "r0_offset = 0 * R0_BLOCK\n" + code.splitlines()[1] + "\n"
+    assert keep_row_tiles(single) == single
+
+
+@pytest.mark.parametrize("M", [33, 64])
+def test_kept_row_tiles_read_each_row_once(cuda_knobs, plugin, M):
+    """LayerNorm bf16 at N=2560 (3 tiles of 1024, not one of 4096) in the interpreter:
+    right against float64 (odd M too), each tile's x and dy loaded once a row."""
+    N = 2560
+    x = torch.randn(M, N, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(M, N, dtype=torch.bfloat16)
+
+    def fn(x, w, b, dy):
+        return autograd_grads(layer_norm, [x, w, b], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w, b, dy)
+    assert_close(got, float64_grads(layer_norm, [x, w, b], dy), names=["dx", "dw", "db"])
+    fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
+                 if "for xoffset in" in src)
+    assert "'keep_row_tiles': True" in fused and "'register_tiles': 3" in fused
+    row_loads = [line for line in fused.splitlines()
+                 if "tl.load(in_ptr" in line and f"{N}*x0" in line]
+    assert len(row_loads) == 3 * 2  # x and dy, once per tile
+    assert sum("= _mo_row" in line for line in fused.splitlines()) == 3 * 2

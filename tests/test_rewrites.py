@@ -45,6 +45,14 @@ def register_tiled(cuda_knobs) -> None:
     _compile_norm(layer_norm, 48, 300, target="cuda", max_persistent_n=64)
 
 
+def kept_rows(cuda_knobs) -> None:
+    """A padded LayerNorm row (300 columns) as 5 tiles of 64 kept in registers: the second
+    pass takes the first pass's row values."""
+    cuda_knobs(kept_row_tile=64, kept_row_elem_bytes=4)
+    code = _compile_norm(layer_norm, 48, 300, target="cuda")
+    assert "= _mo_row" in code
+
+
 def looped_tiles(cuda_knobs) -> None:
     """LayerNorm over looped column tiles (workspace adds): chunked and streamed."""
     cuda_knobs(register_tile=64, max_register_tiles=1)
@@ -88,6 +96,7 @@ CASES = {
     "chunk_row_sums": looped_tiles,
     "stream_row_stores": looped_tiles,
     "unpin_row_loads": register_tiled,
+    "keep_row_tiles": kept_rows,
     "prefetch_next_block": double_buffered,
     "autotune_decorator": autotuned,
     "program_count_argument": program_counts,

@@ -311,6 +311,47 @@ def unpin_row_loads(code: str) -> str:
     return _joined_like(out, code)
 
 
+#: A load of an [M, N] row tile: its index names a column and a row variable.
+_ROW_TILE_LOAD = re.compile(
+    r"^(\s*)(tmp\d+) = (tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\).*)$")
+#: The first line of an unrolled column tile (`unroll_column_loops`).
+_TILE_START = re.compile(r"^\s*r0_offset = (\d+) \* R0_BLOCK$")
+_EVICTION = re.compile(r", eviction_policy='[a-z_]+'")
+
+
+@_register("keep_row_tiles",
+           "unrolled tiles (`r0_offset = <t> * R0_BLOCK`) whose row loads "
+           "`tmpN = tl.load(in_ptrN + (<r0_ and x index>), ...)` repeat a tile's earlier load")
+def keep_row_tiles(code: str) -> str:
+    """A row tile loaded again by a later pass over the same tile takes the first load's
+    value (held in `_mo_row<k>`) instead: the row is read once and kept in registers, as a
+    persistent row is, but in tiles that pad the row less than one power-of-two tile.
+    Loads that differ in anything but their eviction hint are left as they are."""
+    kept: dict[tuple[int, str], str] = {}
+    tile: int | None = None
+    reused = 0
+    out: list[str] = []
+    for line in code.splitlines():
+        start = _TILE_START.match(line)
+        if start is not None:
+            tile = int(start.group(1))
+        load = _ROW_TILE_LOAD.match(line)
+        if load is None or tile is None:
+            out.append(line)
+            continue
+        indent, var, expr = load.groups()
+        key = (tile, _EVICTION.sub("", expr))
+        if key in kept:
+            out.append(f"{indent}{var} = {kept[key]}")
+            reused += 1
+            continue
+        kept[key] = f"_mo_row{len(kept)}"
+        out += [line, f"{indent}{kept[key]} = {var}"]
+    if not reused:
+        return code  # no tile loaded twice: a miss
+    return _joined_like(out, code)
+
+
 # -- persistent kernels: register double buffering of the row loads (CUDA) --------------
 
 @_register("prefetch_next_block",

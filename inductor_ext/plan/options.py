@@ -15,3 +15,6 @@ class PlanOptions:
     #: The baseline's own mix-order gates ("none", "strict", "relaxed"): what stock
     #: torch.compile would fuse without us (`compat.upstream_mix_order_gates`).
     upstream_gates: str = "strict"
+    #: The group needs each row whole in one pass: a column reduction reads what the row
+    #: side computes, or the column sums are segmented. Set by the hook per group.
+    whole_rows: bool = False

@@ -135,6 +135,10 @@ class LaunchPlan:
     #: Register-tiled only: the row-sum pass is straight-line code per tile too (False:
     #: a run-time loop over the tiles; only the partials need static tiles).
     unroll_row_sums: bool = True
+    #: Register-tiled only, one column group: the second pass takes the row values the
+    #: first pass loaded (`keep_row_tiles` rewrite): a row read once, as a persistent row
+    #: is, in tiles that pad it less than one power-of-two tile.
+    keep_row_tiles: bool = False
     #: Alternative launch configs ({XBLOCK, num_warps, num_stages}, and a row-program
     #: count under PROGRAMS_KEY at most `programs`, as item tuples) that Inductor's
     #: autotuner times on first launch; empty: the one config above. XBLOCK is at most

@@ -8,6 +8,7 @@ summary line (info: ``TORCH_LOGS="inductor_ext"``; the decisions themselves are 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
@@ -160,6 +161,8 @@ def plan_candidate(cand: Candidate
     info = planning.device_info(compat.device_of(cand.inner))
     tuning = plan_inputs.tuning_for(planner.target)
     options = plan_inputs.plan_options()
+    if segments > 1 or any(col.row_reads for col in cand.columns):
+        options = dataclasses.replace(options, whole_rows=True)
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
         return None, shape, Reason.NO_TILE_FITS, Verdict(False, why)

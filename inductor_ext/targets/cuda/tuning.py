@@ -63,6 +63,15 @@ class CudaTuning:
     register_partials_share: float = 0.5
     register_tile: int = 4096
     max_register_tiles: int = 16
+    #: LayerNorm rows (two column sums) that fit whole in registers but pad to a power of
+    #: two run as register tiles of `kept_row_tile` columns instead, the second pass
+    #: taking the first pass's row values: read once and padded less. Only rows of 2 to
+    #: `kept_row_max_tiles` tiles with fewer lanes than the padded row, of elements of at
+    #: most `kept_row_elem_bytes` bytes, starting on 16-byte vectors; 0: never (fp32 and
+    #: unaligned rows lost up to 8%: bench/NOTES.md, session 31).
+    kept_row_tile: int = 1024
+    kept_row_max_tiles: int = 5
+    kept_row_elem_bytes: int = 2
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
