@@ -332,14 +332,20 @@ def print_breakdown(graph, title: str, timer: GraphTimer, replays: int = 5) -> N
         print(f"    {us:8.1f} us  {name[:100]}")
 
 
-def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096,
-              dtype: torch.dtype = torch.bfloat16) -> float:
-    """Practical bandwidth ceiling: a 2-read-1-write add, timed like every variant (the
-    default size is the baseline's: 32768x4096 bf16)."""
+def copy_add(numel: int, dtype: torch.dtype):
+    """The copy-speed reference, a 2-read-1-write add (x + dy into a third tensor): a
+    callable running it on fresh operands of `numel` elements."""
     a = torch.randn(numel, device="cuda", dtype=dtype)
     b = torch.randn_like(a)
     out = torch.empty_like(a)
-    _, _, graph = timer.run(lambda: torch.add(a, b, out=out))
+    return lambda: torch.add(a, b, out=out)
+
+
+def copy_tbps(timer: GraphTimer, numel: int = 32768 * 4096,
+              dtype: torch.dtype = torch.bfloat16) -> float:
+    """Practical bandwidth ceiling: the copy add, timed like every variant (the default
+    size is the baseline's: 32768x4096 bf16)."""
+    _, _, graph = timer.run(copy_add(numel, dtype))
     us = timer.time_us(graph)
     return 3 * numel * dtype.itemsize / (us * 1e-6) / 1e12
 

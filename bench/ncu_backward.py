@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     apply_setting,
     compile_options,
+    copy_add,
     description,
     make_problem,
     parse_shapes,
@@ -77,13 +78,11 @@ def main(argv: list[str] | None = None) -> int:
 def profile_copy(numel: int, dtype: torch.dtype) -> None:
     """The same-size add the roofline's limit starts from (x + dy into a third tensor of
     the case's size), profiled once after a warm-up call."""
-    a = torch.randn(numel, device="cuda", dtype=dtype)
-    b = torch.randn_like(a)
-    out = torch.empty_like(a)
-    torch.add(a, b, out=out)
+    add = copy_add(numel, dtype)
+    add()
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    torch.add(a, b, out=out)
+    add()
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
 

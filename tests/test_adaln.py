@@ -256,7 +256,7 @@ def test_segmented_rows_stay_whole(plugin, cuda_knobs):
     """A padded row that would run as kept register tiles (3 tiles of 16 for N=40 with
     these knobs) stays one persistent row when the column sums are per sample: the hook
     asks for whole rows (`PlanOptions.whole_rows`)."""
-    cuda_knobs(kept_row_tile=16, kept_row_elem_bytes=4)
+    cuda_knobs(kept_row_tile=16, kept_row_elem_bytes=4, kept_row_min_elems=0)
     inputs = _inputs(2, 11, 40, torch.float32, True)
     dy = torch.randn_like(inputs[0])
 

@@ -369,12 +369,13 @@ def test_register_tiled_counts_per_sm_below_the_plans():
     (8192, 4096, 2, 2, 0),    # no padding to save
     (8192, 1408, 2, 2, 0),    # 2 x 1024 lanes pad as much as 2048
     (39350, 5888, 2, 2, 0),   # 6 tiles
+    (2305, 3072, 2, 2, 0),    # 7M elements: the padded row's few-row plan stays
 ])
 def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, tiles):
-    """A padded persistent LayerNorm row of 16-bit elements on 16-byte vectors runs as 2-5
-    register tiles of 1024 columns whose second pass takes the first pass's row values;
-    every other row keeps the plan it had with the rule off, as does a group whose rows
-    must stay whole, and the knob at 0."""
+    """A padded persistent LayerNorm row of 16-bit elements on 16-byte vectors, in a group
+    of 16M elements or more, runs as 2-5 register tiles of 1024 columns whose second pass
+    takes the first pass's row values; every other row keeps the plan it had with the rule
+    off, as does a group whose rows must stay whole, and the knob at 0."""
     from inductor_ext.plan import PlanOptions
     from inductor_ext.targets.cuda import plan as cuda_plan
     from inductor_ext.targets.cuda.tuning import CudaTuning
@@ -395,7 +396,8 @@ def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, ti
 
 def test_keep_row_tiles_text():
     """A tile's second-pass row load takes the first pass's value; the weight (a column
-    index only) and another tile's load are left; nothing loaded twice is a miss."""
+    index only) and another tile's load are left, and a load no later pass takes gets no
+    name; nothing loaded twice is a miss."""
     code = "\n".join([
         "r0_offset = 0 * R0_BLOCK",
         "tmp0 = tl.load(in_ptr0 + (r0_1 + 2560*x0), r0_mask, other=0.0).to(tl.float32)",
@@ -411,11 +413,13 @@ def test_keep_row_tiles_text():
         "other=0.0)",  # no cast: not the first pass's value
     ]) + "\n"
     out = keep_row_tiles(code).splitlines()
-    assert out[2] == "_mo_row0 = tmp0" and out[6] == "_mo_row1 = tmp0"
-    assert out[8] == "tmp8 = _mo_row0"
-    assert out[9].startswith("tmp9 = tl.load(in_ptr1")
-    assert out[11].startswith("tmp8 = tl.load(in_ptr0") and sum("tl.load(in_ptr0" in line
+    assert out[2] == "_mo_row0 = tmp0"
+    assert out[5] == code.splitlines()[4]  # tile 1's load: no later pass takes it, no name
+    assert out[7] == "tmp8 = _mo_row0"
+    assert out[8].startswith("tmp9 = tl.load(in_ptr1")
+    assert out[10].startswith("tmp8 = tl.load(in_ptr0") and sum("tl.load(in_ptr0" in line
                                                               for line in out) == 3
+    assert sum("_mo_row" in line for line in out) == 2
     single = "r0_offset = 0 * R0_BLOCK\n" + code.splitlines()[1] + "\n"
     assert keep_row_tiles(single) == single
 
@@ -424,6 +428,7 @@ def test_keep_row_tiles_text():
 def test_kept_row_tiles_read_each_row_once(cuda_knobs, plugin, M):
     """LayerNorm bf16 at N=2560 (3 tiles of 1024, not one of 4096) in the interpreter:
     right against float64 (odd M too), each tile's x and dy loaded once a row."""
+    cuda_knobs(kept_row_min_elems=0)  # the interpreter's rows are far fewer than the rule's
     N = 2560
     x = torch.randn(M, N, dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(N, dtype=torch.bfloat16, requires_grad=True)
@@ -443,3 +448,30 @@ def test_kept_row_tiles_read_each_row_once(cuda_knobs, plugin, M):
                  if "tl.load(in_ptr" in line and f"{N}*x0" in line]
     assert len(row_loads) == 3 * 2  # x and dy, once per tile
     assert sum("= _mo_row" in line for line in fused.splitlines()) == 3 * 2
+
+
+def test_row_statistics_do_not_widen_a_16_bit_row(plugin, tables):
+    """A backward whose both sides read the saved rstd ([M, 1] fp32, as CUDA's LayerNorm
+    and RMSNorm backwards do) still has 2-byte elements: the statistics are not [M, N]
+    operands, so they neither hide the kept tiles nor the row's alignment."""
+    import json
+
+    from tests.support.tables import rows
+
+    M, N = 16, 2560
+
+    def backward(x, dy, rstd, w):
+        xf, g = x.float(), dy.float() * w.float()
+        s = (g * xf).sum(-1, keepdim=True)
+        dx = (rstd * (g - xf * rstd * rstd * s / N)).to(x.dtype)
+        return dx, (dy.float() * xf * rstd).sum(0)
+
+    x = torch.randn(M, N, dtype=torch.bfloat16)
+    dy = torch.randn(M, N, dtype=torch.bfloat16)
+    rstd = torch.rand(M, 1) + 0.5
+    w = torch.randn(N, dtype=torch.bfloat16)
+    with inductor_ext.config.patch(target="cuda"):
+        torch.compile(backward)(x, dy, rstd, w)
+    (row,) = rows(inductor_ext.metrics.FUSION_TABLE)
+    shape = json.loads(row["shape_info"])
+    assert (shape["elem_bytes"], shape["row_elem_bytes"]) == (2, 6), shape

@@ -288,11 +288,12 @@ def stream_row_stores(code: str) -> str:
     return _joined_like(out, code)
 
 
-#: A load of [M, N] rows (its index names a column and a row variable) that Inductor
-#: marked `evict_last` because the row is read again later in the kernel.
+#: The pointer of an [M, N] row tile's load: its index names a column (r0_) and a row (x).
+_ROW_TILE_POINTER = r"tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\)"
+#: A load of [M, N] rows that Inductor marked `evict_last` because the row is read again
+#: later in the kernel.
 _PINNED_ROW_LOAD = re.compile(
-    r"^(\s*tmp\d+ = tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\), [^,()]+)"
-    r", eviction_policy='evict_last'(?=[,)])")
+    rf"^(\s*tmp\d+ = {_ROW_TILE_POINTER}, [^,()]+), eviction_policy='evict_last'(?=[,)])")
 
 
 @_register("unpin_row_loads",
@@ -312,8 +313,7 @@ def unpin_row_loads(code: str) -> str:
 
 
 #: A load of an [M, N] row tile: its index names a column and a row variable.
-_ROW_TILE_LOAD = re.compile(
-    r"^(\s*)(tmp\d+) = (tl\.load\(in_ptr\d+ \+ \((?=[^)]*\br0_\d)(?=[^)]*\bx\d)[^)]*\).*)$")
+_ROW_TILE_LOAD = re.compile(rf"^(\s*)(tmp\d+) = ({_ROW_TILE_POINTER}.*)$")
 #: The first line of an unrolled column tile (`unroll_column_loops`).
 _TILE_START = re.compile(r"^\s*r0_offset = (\d+) \* R0_BLOCK$")
 _EVICTION = re.compile(r", eviction_policy='[a-z_]+'")
@@ -327,28 +327,35 @@ def keep_row_tiles(code: str) -> str:
     value (held in `_mo_row<k>`) instead: the row is read once and kept in registers, as a
     persistent row is, but in tiles that pad the row less than one power-of-two tile.
     Loads that differ in anything but their eviction hint are left as they are."""
-    kept: dict[tuple[int, str], str] = {}
+    lines = code.splitlines()
+    keys: list[tuple[int, str] | None] = []  # per line: (tile, load) of a row-tile load
     tile: int | None = None
-    reused = 0
-    out: list[str] = []
-    for line in code.splitlines():
+    for line in lines:
         start = _TILE_START.match(line)
         if start is not None:
             tile = int(start.group(1))
         load = _ROW_TILE_LOAD.match(line)
-        if load is None or tile is None:
+        keys.append(None if load is None or tile is None
+                     else (tile, _EVICTION.sub("", load.group(3))))
+    seen: set[tuple[int, str]] = set()
+    repeated: set[tuple[int, str]] = set()
+    for found in filter(None, keys):
+        (repeated if found in seen else seen).add(found)
+    if not repeated:
+        return code  # no tile loaded twice: a miss
+    held: dict[tuple[int, str], str] = {}  # only loads a later pass takes get a name
+    out: list[str] = []
+    for line, key in zip(lines, keys):
+        load = _ROW_TILE_LOAD.match(line)
+        if key is None or key not in repeated or load is None:
             out.append(line)
             continue
-        indent, var, expr = load.groups()
-        key = (tile, _EVICTION.sub("", expr))
-        if key in kept:
-            out.append(f"{indent}{var} = {kept[key]}")
-            reused += 1
-            continue
-        kept[key] = f"_mo_row{len(kept)}"
-        out += [line, f"{indent}{kept[key]} = {var}"]
-    if not reused:
-        return code  # no tile loaded twice: a miss
+        indent, var = load.group(1), load.group(2)
+        if key in held:
+            out.append(f"{indent}{var} = {held[key]}")
+        else:
+            held[key] = f"_mo_row{len(held)}"
+            out += [line, f"{indent}{held[key]} = {var}"]
     return _joined_like(out, code)
 
 

@@ -113,7 +113,10 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     # Unfused, every column reduction reads its inputs again in its own kernel.
     unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
                                       for name in col.reads() & shared)
-    elem_bytes = max([_nbytes(name)[1] for name in shared] or [1])
+    # The [M, N] operands only: the row statistics both sides read (rstd, mean: [M, 1]
+    # fp32) would make a bf16 norm's elements 4 bytes wide.
+    elem_bytes = max([size for b, size in map(_nbytes, shared)
+                      if b and b == matrix_numel * size] or [1])
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
     row_elem_bytes = sum(size for b, size in map(_nbytes, reads | writes)

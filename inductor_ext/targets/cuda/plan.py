@@ -149,9 +149,10 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
     row kept in registers between the passes (0: it stays one padded tile): rows of two
     column sums and a pass after the row sums, coalesced, of narrow elements starting on
     16-byte vectors, of 2 to `kept_row_max_tiles` tiles that pad less than the power of
-    two."""
+    two, in groups of at least `kept_row_min_elems` elements."""
     tile = tuning.kept_row_tile
     if (tile <= 0 or options.whole_rows or options.split_size is not None
+            or shape.M_hint * shape.N < tuning.kept_row_min_elems
             or shape.num_columns < 2 or not shape.rows_after_sums
             or shape.strided_bytes or shape.strided_column_bytes
             or shape.elem_bytes > tuning.kept_row_elem_bytes
@@ -321,14 +322,14 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                                      programs_per_sm=tuning.strided_programs_per_sm)
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
-    groups, register_tiles, kept = 1, 0, 0
+    groups, register_tiles, keep_rows = 1, 0, False
     if column_tiled:
         tuning, groups, register_tiles = register_layout(shape, device, tuning)
     elif kept := kept_row_tiles(shape, tuning, options):
         kept_tuning, kept_groups, kept_layout = register_layout(
             shape, device, dataclasses.replace(tuning, register_tile=tuning.kept_row_tile))
         if (kept_groups, kept_layout) == (1, kept):
-            column_tiled, tuning, register_tiles = True, kept_tuning, kept
+            column_tiled, tuning, register_tiles, keep_rows = True, kept_tuning, kept, True
     if register_tiles:
         r0_block = min(tuning.register_tile, next_pow2(shape.N))
         block_m = 1
@@ -393,7 +394,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
         column_tiled=column_tiled, register_tiles=register_tiles, column_groups=groups,
         unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
-        keep_row_tiles=bool(kept) and register_tiles == kept,
+        keep_row_tiles=keep_rows,
         configs=configs,
         prefetch=prefetch, l2_prefetch=l2_prefetch, l2_keep_fraction=tuning.l2_keep_fraction,
         final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,
