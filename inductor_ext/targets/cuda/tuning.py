@@ -67,10 +67,9 @@ class CudaTuning:
     #: two run as register tiles of `kept_row_tile` columns instead, the second pass
     #: taking the first pass's row values: read once and padded less. Only rows of 2 to
     #: `kept_row_max_tiles` tiles with fewer lanes than the padded row, of elements of at
-    #: most `kept_row_elem_bytes` bytes, starting on 16-byte vectors, of at least
-    #: `kept_row_min_elems` elements (fewer rows ran up to 6% slower, and the cost model
-    #: declined two groups the padded row wins); 0: never (fp32 and unaligned rows lost up
-    #: to 8%: bench/NOTES.md, sessions 31-32).
+    #: most `kept_row_elem_bytes` bytes, starting on 16-byte vectors, in groups of at
+    #: least `kept_row_min_elems` elements (smaller groups, fp32 and unaligned rows were
+    #: slower: bench/NOTES.md, sessions 31-32); 0: never.
     kept_row_tile: int = 1024
     kept_row_max_tiles: int = 5
     kept_row_elem_bytes: int = 2
