@@ -367,15 +367,18 @@ def test_register_tiled_counts_per_sm_below_the_plans():
     (24576, 3072, 4, 2, 0),   # fp32 rows
     (6652, 2951, 2, 2, 0),    # rows off 16-byte vectors
     (8192, 4096, 2, 2, 0),    # no padding to save
-    (8192, 1408, 2, 2, 0),    # 2 x 1024 lanes pad as much as 2048
+    (108219, 1408, 2, 2, 2),  # 2 x 1024 lanes, as many as the padded 2048: two may
+    (8192, 1408, 2, 2, 0),    # the same row, 11.5M elements
+    (23107, 3136, 2, 2, 0),   # 4 x 1024 lanes, as many as 4096: only two tiles may
     (39350, 5888, 2, 2, 0),   # 6 tiles
     (2305, 3072, 2, 2, 0),    # 7M elements: the padded row's few-row plan stays
 ])
 def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, tiles):
     """A padded persistent LayerNorm row of 16-bit elements on 16-byte vectors, in a group
     of 16M elements or more, runs as 2-5 register tiles of 1024 columns whose second pass
-    takes the first pass's row values; every other row keeps the plan it had with the rule
-    off, as does a group whose rows must stay whole, and the knob at 0."""
+    takes the first pass's row values (2 tiles when they take as many lanes as the padded
+    row); every other row keeps the plan it had with the rule off, as does a group whose
+    rows must stay whole, and the knob at 0."""
     from inductor_ext.plan import PlanOptions
     from inductor_ext.targets.cuda import plan as cuda_plan
     from inductor_ext.targets.cuda.tuning import CudaTuning
@@ -389,7 +392,10 @@ def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, ti
         return
     assert (got.keep_row_tiles, got.column_tiled, got.register_tiles, got.r0_block,
             got.column_groups, got.block_m) == (True, True, tiles, 1024, 1, 1)
-    assert not off.column_tiled and off.r0_block > tiles * 1024
+    assert not off.column_tiled and off.r0_block >= tiles * 1024
+    same = CudaTuning(kept_row_same_lanes_tiles=0)
+    assert (cuda_plan.plan(shape, H100, same, PlanOptions()) == off) == (
+        off.r0_block == tiles * 1024)
     whole = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions(whole_rows=True))
     assert whole == off
 

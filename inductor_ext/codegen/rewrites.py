@@ -328,29 +328,30 @@ def keep_row_tiles(code: str) -> str:
     persistent row is, but in tiles that pad the row less than one power-of-two tile.
     Loads that differ in anything but their eviction hint are left as they are."""
     lines = code.splitlines()
-    keys: list[tuple[int, str] | None] = []  # per line: (tile, load) of a row-tile load
+    # Per line, for a row-tile load inside a tile: (indent, variable, (tile, load text)).
+    loads: list[tuple[str, str, tuple[int, str]] | None] = []
     tile: int | None = None
     for line in lines:
         start = _TILE_START.match(line)
         if start is not None:
             tile = int(start.group(1))
         load = _ROW_TILE_LOAD.match(line)
-        keys.append(None if load is None or tile is None
-                     else (tile, _EVICTION.sub("", load.group(3))))
+        loads.append(None if load is None or tile is None
+                     else (load.group(1), load.group(2),
+                           (tile, _EVICTION.sub("", load.group(3)))))
     seen: set[tuple[int, str]] = set()
     repeated: set[tuple[int, str]] = set()
-    for found in filter(None, keys):
-        (repeated if found in seen else seen).add(found)
+    for key in (found[2] for found in loads if found is not None):
+        (repeated if key in seen else seen).add(key)
     if not repeated:
         return code  # no tile loaded twice: a miss
     held: dict[tuple[int, str], str] = {}  # only loads a later pass takes get a name
     out: list[str] = []
-    for line, key in zip(lines, keys):
-        load = _ROW_TILE_LOAD.match(line)
-        if key is None or key not in repeated or load is None:
+    for line, load_found in zip(lines, loads):
+        if load_found is None or load_found[2] not in repeated:
             out.append(line)
             continue
-        indent, var = load.group(1), load.group(2)
+        indent, var, key = load_found
         if key in held:
             out.append(f"{indent}{var} = {held[key]}")
         else:

@@ -65,6 +65,13 @@ def _nbytes(name: str) -> tuple[int, int]:
         return 0, 1
 
 
+def _matrix_itemsize(name: str, matrix_numel: int) -> int:
+    """Element size of a graph buffer of the group's [M, N] elements; 0 for any other
+    buffer (a row statistic, a weight) or one of unknown size."""
+    nbytes, itemsize = _nbytes(name)
+    return itemsize if nbytes and nbytes == matrix_numel * itemsize else 0
+
+
 def writes_rows_after_sums(cand: Candidate, matrix_numel: int) -> bool:
     """Whether the row side writes [M, N] values computed from its row reductions (dx):
     a column-tiled kernel then walks the row twice, and the partials, written last, ride
@@ -73,7 +80,7 @@ def writes_rows_after_sums(cand: Candidate, matrix_numel: int) -> bool:
     sums = {dep.name for sub in nodes if sub.is_reduction() for dep in sub.read_writes.writes}
     return any(not sub.is_reduction()
                and any(dep.name in sums for dep in sub.read_writes.reads)
-               and any(_nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]
+               and any(_matrix_itemsize(dep.name, matrix_numel)
                        for dep in sub.read_writes.writes)
                for sub in nodes)
 
@@ -96,7 +103,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     matrix_numel = _hint(cand.M) * N
     strided = {dep.name for sub in cand.inner.get_nodes() for dep in sub.read_writes.reads
                if not compat.reads_rows_contiguously(dep)
-               and _nbytes(dep.name)[0] == matrix_numel * _nbytes(dep.name)[1]}
+               and _matrix_itemsize(dep.name, matrix_numel)}
     column_reads = [strided_column_reads(col, cand.M, cand.N) for col in cand.columns]
     column_strided = {name for reads_ in column_reads for name in reads_.names} - strided
     # Adjacent rows of a strided operand: a step of one element from row to row (x.t()),
@@ -115,12 +122,10 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                                       for name in col.reads() & shared)
     # The [M, N] operands only: the row statistics both sides read (rstd, mean: [M, 1]
     # fp32) would make a bf16 norm's elements 4 bytes wide.
-    elem_bytes = max([size for b, size in map(_nbytes, shared)
-                      if b and b == matrix_numel * size] or [1])
+    elem_bytes = max([_matrix_itemsize(name, matrix_numel) for name in shared] or [0]) or 1
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
-    row_elem_bytes = sum(size for b, size in map(_nbytes, reads | writes)
-                         if b and b == matrix_numel * size)
+    row_elem_bytes = sum(_matrix_itemsize(name, matrix_numel) for name in reads | writes)
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,

@@ -149,7 +149,8 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
     row kept in registers between the passes (0: it stays one padded tile): rows of two
     column sums and a pass after the row sums, coalesced, of narrow elements starting on
     16-byte vectors, of 2 to `kept_row_max_tiles` tiles that pad less than the power of
-    two, in groups of at least `kept_row_min_elems` elements."""
+    two (or as much, at most `kept_row_same_lanes_tiles` tiles; never an unpadded row),
+    in groups of at least `kept_row_min_elems` elements."""
     tile = tuning.kept_row_tile
     if (tile <= 0 or options.whole_rows or options.split_size is not None
             or shape.M_hint * shape.N < tuning.kept_row_min_elems
@@ -159,7 +160,10 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
             or shape.N * shape.elem_bytes % 16):
         return 0
     tiles = -(-shape.N // tile)
-    if not 2 <= tiles <= tuning.kept_row_max_tiles or tiles * tile >= next_pow2(shape.N):
+    lanes, padded = tiles * tile, next_pow2(shape.N)
+    if (not 2 <= tiles <= tuning.kept_row_max_tiles or lanes > padded
+            or (lanes == padded and (padded == shape.N
+                                     or tiles > tuning.kept_row_same_lanes_tiles))):
         return 0
     return tiles
 

@@ -74,6 +74,11 @@ class CudaTuning:
     kept_row_max_tiles: int = 5
     kept_row_elem_bytes: int = 2
     kept_row_min_elems: int = 16 * 2**20
+    #: ...and rows of at most this many tiles taking as many lanes as the padded row
+    #: (N=1408: two tiles of 1024, one of 2048) too; 0: only rows the tiles pad less.
+    #: Two tiles won, four did not, and unpadded rows (N=4096) lost: bench/NOTES.md,
+    #: session 33.
+    kept_row_same_lanes_tiles: int = 2
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
