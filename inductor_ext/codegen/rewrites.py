@@ -325,7 +325,8 @@ _EVICTION = re.compile(r", eviction_policy='[a-z_]+'")
 def keep_row_tiles(code: str) -> str:
     """A row tile loaded again by a later pass over the same tile takes the first load's
     value (held in `_mo_row<k>`) instead: the row is read once and kept in registers, as a
-    persistent row is, but in tiles that pad the row less than one power-of-two tile.
+    persistent row is, but in tiles of the plan's own (fewer padded lanes, or two tiles
+    where they take as many as one power-of-two tile).
     Loads that differ in anything but their eviction hint are left as they are."""
     lines = code.splitlines()
     # Per line, for a row-tile load inside a tile: (indent, variable, (tile, load text)).
