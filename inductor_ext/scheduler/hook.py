@@ -122,7 +122,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                                       for name in col.reads() & shared)
     # The [M, N] operands only: the row statistics both sides read (rstd, mean: [M, 1]
     # fp32) would make a bf16 norm's elements 4 bytes wide.
-    elem_bytes = max([_matrix_itemsize(name, matrix_numel) for name in shared] or [0]) or 1
+    elem_bytes = max((_matrix_itemsize(name, matrix_numel) for name in shared), default=0) or 1
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
     row_elem_bytes = sum(_matrix_itemsize(name, matrix_numel) for name in reads | writes)

@@ -161,9 +161,8 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
         return 0
     tiles = -(-shape.N // tile)
     lanes, padded = tiles * tile, next_pow2(shape.N)
-    if (not 2 <= tiles <= tuning.kept_row_max_tiles or lanes > padded
-            or (lanes == padded and (padded == shape.N
-                                     or tiles > tuning.kept_row_same_lanes_tiles))):
+    if (padded == shape.N or not 2 <= tiles <= tuning.kept_row_max_tiles or lanes > padded
+            or (lanes == padded and tiles > tuning.kept_row_same_lanes_tiles)):
         return 0
     return tiles
 
