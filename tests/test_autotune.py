@@ -335,7 +335,8 @@ def test_fewer_programs_leave_workspace_rows_the_final_step_skips(cuda_knobs, pl
     cuda_knobs(autotune_on_cpu=True, low_residency_r0_block=64, generated_final_step=generated)
     counts = cuda_plan.with_program_counts
     monkeypatch.setattr(cuda_plan, "with_program_counts",
-                        lambda configs, choices: counts(configs, tuple(reversed(choices))))
+                        lambda configs, choices, scaled=None: counts(
+                            configs, tuple(reversed(choices)), scaled))
     M, N = 3072, 40
     x = torch.randn(M, N, requires_grad=True)
     w = torch.randn(N, requires_grad=True)

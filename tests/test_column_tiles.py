@@ -330,7 +330,8 @@ def test_register_tiles_at_fewer_programs_fold_only_the_rows_launched(
     cuda_knobs(register_tile=64, column_groups=2, autotune_on_cpu=True)
     counts = cuda_plan.with_program_counts
     monkeypatch.setattr(cuda_plan, "with_program_counts",
-                        lambda configs, choices: counts(configs, tuple(reversed(choices))))
+                        lambda configs, choices, scaled=None: counts(
+                            configs, tuple(reversed(choices)), scaled))
     with poisoned_allocations():
         fused, params = _grouped_kernel(norm, 75, 500, torch.float32)
     assert "col_group = tl.program_id(0) % 2" in fused
@@ -358,6 +359,34 @@ def test_register_tiled_counts_per_sm_below_the_plans():
     assert choices(2392, 10167, 2) == (1, (342, 240, 126))
     assert choices(1450, 28736, 4) == (2, (132, 66))
     assert choices(2392, 10167, 2, register_tiled_fewer_programs=False) == (1, ())
+
+
+def test_register_tiled_fewer_counts_also_take_the_plans_threads_per_sm():
+    """rms 1450x28736 fp32 on the H100: 264 programs planned (132 row programs x 2
+    groups) at up to 16 warps; at 66 row programs (one an SM) each config is also timed
+    at twice its warps, up to 32 (x1.21 measured). Off, or for a persistent row (rms
+    8431x8128 fp16: 264 programs, then 132), the fewer counts keep the plan's warps."""
+    from inductor_ext.plan import PROGRAMS_KEY, PlanOptions
+    from inductor_ext.targets.cuda import plan as cuda_plan
+    from inductor_ext.targets.cuda.tuning import CudaTuning
+    from tests.test_cost_model import H100, _norm
+
+    def warps_by_count(M, N, es, **knobs):
+        planned = cuda_plan.plan(_norm(M, N, es), H100, CudaTuning(**knobs), PlanOptions())
+        out: dict[int, set[int]] = {}
+        for config in planned.configs:
+            kwargs = dict(config)
+            out.setdefault(int(kwargs[PROGRAMS_KEY]), set()).add(int(kwargs["num_warps"]))
+        return planned.register_tiles, out
+
+    assert warps_by_count(1450, 28736, 4) == (8, {132: {8, 16}, 66: {8, 16, 32}})
+    assert warps_by_count(1450, 28736, 4, register_tiled_scaled_warps=False) == (
+        8, {132: {8, 16}, 66: {8, 16}})
+    tiles, counts = warps_by_count(2392, 10167, 2)
+    assert (tiles, counts) == (3, {342: {4, 8}, 240: {4, 8, 16}, 126: {4, 8, 16, 32}})
+    tiles, counts = warps_by_count(8431, 8128, 2)
+    assert tiles == 0 and len(counts) > 1
+    assert all(warps == counts[max(counts)] for warps in counts.values())
 
 
 @pytest.mark.parametrize("M,N,es,columns,tiles", [

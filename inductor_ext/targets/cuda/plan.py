@@ -243,10 +243,28 @@ def _counts_below(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, prog
     return tuple(sorted((count for count in counts if count < programs), reverse=True))
 
 
-def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...]
-                        ) -> tuple[Config, ...]:
-    """Every config at each row-program count (the plan's own first)."""
-    return tuple((*config, (PROGRAMS_KEY, count)) for count in counts for config in configs)
+def with_program_counts(configs: tuple[Config, ...], counts: tuple[int, ...],
+                        scaled_warps: dict[int, int] | None = None) -> tuple[Config, ...]:
+    """Every config at each row-program count (the plan's own first); where
+    `scaled_warps` gives a count a factor, also each config at its warps times that factor
+    (at most 32)."""
+    out: list[Config] = []
+    for count in counts:
+        factor = (scaled_warps or {}).get(count, 1)
+        for config in configs:
+            out.append((*config, (PROGRAMS_KEY, count)))
+            if factor > 1:
+                warps = min(32, int(dict(config)["num_warps"]) * factor)
+                out.append(tuple((key, warps if key == "num_warps" else value)
+                                 for key, value in config) + ((PROGRAMS_KEY, count),))
+    return tuple(dict.fromkeys(out))
+
+
+def warps_at(device: DeviceInfo, tuning: CudaTuning, programs: int, groups: int) -> int:
+    """The most warps a program takes at `programs` row programs (a power of two: Triton
+    takes no other warp count; 342 programs gave 12)."""
+    return prev_pow2(max(2, min(32, tuning.max_warps_per_sm * device.cores
+                                // max(1, programs * groups))))
 
 
 def use_prefetch(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, r0_block: int,
@@ -352,9 +370,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         programs = register_tiled_programs(shape, device, tuning, groups)
     else:
         programs = programs_for(shape, device, tuning, block_m)
-    # A power of two: Triton takes no other warp count (342 programs gave 12).
-    max_warps = prev_pow2(max(2, min(32, tuning.max_warps_per_sm * device.cores
-                                     // max(1, programs * groups))))
+    max_warps = warps_at(device, tuning, programs, groups)
     if register_tiles:
         # The partials' registers are spread over the program's threads: the most warps
         # leaves each thread the fewest, and the most loads in flight.
@@ -382,7 +398,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                  if register_tiles else
                  fewer_programs(shape, device, tuning, programs, block_m, r0_block))
     if fewer:
-        configs = with_program_counts(configs, (programs, *fewer))
+        scaled = ({count: warps_at(device, tuning, count, groups) // max_warps
+                   for count in fewer}
+                  if register_tiles and tuning.register_tiled_scaled_warps else None)
+        configs = with_program_counts(configs, (programs, *fewer), scaled)
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
     if register_tiles and not hint_fits_l2(shape, device, tuning, programs * groups,
                                            block_m):

@@ -27,6 +27,10 @@ class CudaTuning:
     #: from the partials' registers, but the compiled code may hold fewer blocks an SM
     #: and run the grid in two waves (bench/NOTES.md, session 30).
     register_tiled_fewer_programs: bool = True
+    #: At those fewer counts the configs are also timed at the warps that keep the
+    #: threads per SM of the plan's count (the partials then spread over more threads,
+    #: fewer registers a thread); False: the plan's warps only (bench/NOTES.md, session 34).
+    register_tiled_scaled_warps: bool = True
     #: Persistent row tiles of at least this many columns are also timed at every count
     #: per SM below `fewer_programs_per_sm`, down to one (0: never): such a tile leaves
     #: registers for only 1-2 blocks per SM, and more programs than fit run in extra
