@@ -69,6 +69,10 @@ PLAN = {"ext_programs": "programs", "ext_launched_programs": "launched",
 NCU_METRICS = {"gpu__time_duration.sum": "us",
                "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
                "sm__warps_active.avg.pct_of_peak_sustained_active": "warps_pct"}
+#: Launch counters read where a file has them (older runs may not): the config Nsight
+#: Compute's own compile ran, which its autotuner may have picked differently.
+NCU_LAUNCH = {"launch__registers_per_thread": "regs", "launch__block_size": "threads",
+              "launch__grid_size": "grid"}
 #: Time units Nsight Compute writes, in us.
 NCU_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 #: The line ncu_backward.py prints after each case it profiled.
@@ -97,9 +101,11 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float
     scale = NCU_UNITS.get(units.get("gpu__time_duration.sum", ""), 1e-3)
     out = {}
     for i, (variant, op, M, N, dtype) in enumerate(labels):
-        counted = [{name: float(str(k[metric]).replace(",", "")) * (scale if name == "us"
-                                                                   else 1.0)
-                    for metric, name in NCU_METRICS.items()}
+        counted = [{**{name: float(str(k[metric]).replace(",", "")) * (scale if name == "us"
+                                                                      else 1.0)
+                       for metric, name in NCU_METRICS.items()},
+                    **{name: float(str(k[metric]).replace(",", ""))
+                       for metric, name in NCU_LAUNCH.items() if k.get(metric)}}
                    for k in kernels[i * per:(i + 1) * per]]
         main = max(counted, key=lambda k: k["us"])
         out[(variant, op, int(M), int(N), SWEEP_DTYPE.get(dtype, dtype))] = {
@@ -202,7 +208,21 @@ def ncu_columns(s: dict, ncu: dict) -> dict:
             "ncu_main_us": round(ext.get("us", math.nan), 2),
             "ncu_main_dram_pct": round(ext.get("dram_pct", math.nan), 1),
             "ncu_main_warps_pct": round(ext.get("warps_pct", math.nan), 1),
-            "ncu_kernels_us": round(ext.get("kernels_us", math.nan), 2)}
+            "ncu_kernels_us": round(ext.get("kernels_us", math.nan), 2),
+            "ncu_main_config": ncu_config(s, ext)}
+
+
+def ncu_config(s: dict, ext: dict) -> str:
+    """'' where Nsight Compute's run launched the sweep's config (or did not say), else
+    what it launched: its own compile's autotuner may pick another config, and then its
+    counters are that config's."""
+    picked = (number(s.get("warps")), number(s.get("regs")))
+    if "threads" not in ext or "regs" not in ext or any(map(math.isnan, picked)):
+        return ""
+    warps, regs, grid = int(ext["threads"]) // 32, int(ext["regs"]), int(ext.get("grid", 0))
+    if (warps, regs) == tuple(map(int, picked)):
+        return ""
+    return f"{grid} programs of {warps} warps, {regs} registers"
 
 
 #: Shares of ext's time past which the final step, the workspace and the remainder in
@@ -320,7 +340,9 @@ def shape_line(s: dict) -> str:
             + ("" if math.isnan(s["ncu_main_us"]) else
                f"\n      ncu: ext's longest kernel {s['ncu_main_us']:.1f} us at "
                f"{s['ncu_main_dram_pct']:.0f}% of DRAM peak, {s['ncu_main_warps_pct']:.0f}% "
-               f"of warps active; its kernels {s['ncu_kernels_us']:.1f} us"))
+               f"of warps active; its kernels {s['ncu_kernels_us']:.1f} us"
+               + (f" (its run's autotuner picked another config: {s['ncu_main_config']})"
+                  if s["ncu_main_config"] else "")))
 
 
 HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict, limit  "

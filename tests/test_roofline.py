@@ -307,3 +307,24 @@ def test_ncu_counters_join_the_shapes_they_profiled(tmp_path, capsys):
         roofline.main([str(sweep), "--ncu", str(bad)])
     assert exc.value.code == 2
     assert "3 kernels for 2 cases" in capsys.readouterr().err
+
+
+def test_ncu_names_the_config_its_own_compile_ran(tmp_path):
+    """Nsight Compute's run compiles and autotunes again: where its main kernel's warps or
+    registers differ from the sweep's pick, the report says what it profiled instead."""
+    metrics = [*roofline.NCU_METRICS, *roofline.NCU_LAUNCH]
+    path = tmp_path / "ext.csv"
+    path.write_text("\n".join([
+        "inductor_ext rms 20019x778 float16",
+        ",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics]),
+        ",".join(f'"{c}"' for c in ["", "", "nsecond", "%", "%", "register/thread", "", ""]),
+        ",".join(f'"{c}"' for c in ["0", "fused", "39,680", "62.2", "23.0", "127", "128", "501"]),
+        ",".join(f'"{c}"' for c in ["1", "final", "4,704", "10.0", "12.4", "72", "256", "49"]),
+    ]) + "\n")
+    main = roofline.ncu_cases(str(path))[("inductor_ext", "rms", 20019, 778, "fp16")]
+    assert (main["threads"], main["regs"], main["grid"]) == (128, 127, 501)
+    assert roofline.ncu_config({"warps": 4, "regs": 127}, main) == ""
+    assert roofline.ncu_config({"warps": 8, "regs": 64}, main) == \
+        "501 programs of 4 warps, 127 registers"
+    assert roofline.ncu_config({"warps": "", "regs": ""}, main) == ""  # declined: no pick
+    assert roofline.ncu_config({"warps": 8, "regs": 64}, {"us": 1.0}) == ""  # not recorded
