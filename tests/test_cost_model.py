@@ -637,12 +637,14 @@ def test_few_rows_at_one_program_per_sm_double_buffer():
 
 @pytest.mark.parametrize("rule_off", [{"prefetch_min_rows_alone": 0},
                                       {"register_tiled_fewer_programs": False},
-                                      {"kept_row_tile": 0}])
+                                      {"kept_row_tile": 0},
+                                      {"register_tiled_scaled_warps": False}])
 def test_the_bench_cases_plan_as_before_the_newer_rules(rule_off):
     """The 16 bench cases own at least 16 rows a program (the one-program double
     buffering), none is register-tiled at more than one program per SM (the fewer
-    register-tiled counts) and none has a padded LayerNorm row (the kept row tiles): no
-    rule changes their plans, so their numbers stand."""
+    register-tiled counts and their scaled warps) and none has a padded LayerNorm row (the
+    kept row tiles): no rule changes their plans, configs included, so their numbers
+    stand."""
     old = dataclasses.replace(CudaTuning(), **rule_off)
     for case in sweep_cost_model.grid("bench"):
         shape = _norm(case.M, case.N, 4 if case.dtype == "fp32" else 2,
