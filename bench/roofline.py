@@ -81,6 +81,11 @@ NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)$")
 SWEEP_DTYPE = {str(dtype).removeprefix("torch."): name for name, dtype in DTYPES.items()}
 
 
+def ncu_value(cell: object) -> float:
+    """A number as Nsight Compute's CSV writes it (thousands separated by commas)."""
+    return float(str(cell).replace(",", ""))
+
+
 def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float]]:
     """(variant, op, M, N, dtype) -> its longest kernel's counters (`us`, `dram_pct`,
     `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
@@ -101,10 +106,9 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float
     scale = NCU_UNITS.get(units.get("gpu__time_duration.sum", ""), 1e-3)
     out = {}
     for i, (variant, op, M, N, dtype) in enumerate(labels):
-        counted = [{**{name: float(str(k[metric]).replace(",", "")) * (scale if name == "us"
-                                                                      else 1.0)
+        counted = [{**{name: ncu_value(k[metric]) * (scale if name == "us" else 1.0)
                        for metric, name in NCU_METRICS.items()},
-                    **{name: float(str(k[metric]).replace(",", ""))
+                    **{name: ncu_value(k[metric])
                        for metric, name in NCU_LAUNCH.items() if k.get(metric)}}
                    for k in kernels[i * per:(i + 1) * per]]
         main = max(counted, key=lambda k: k["us"])
