@@ -101,11 +101,14 @@ def has_liger() -> bool:
     return True
 
 
-def make_problem(op: str, M: int, N: int, dtype: torch.dtype, device: str = "cuda"):
-    """(forward fn, [x, w, b or None], dy) with the weights near one (a trained norm)."""
+def make_problem(op: str, M: int, N: int, dtype: torch.dtype, device: str = "cuda",
+                 wdtype: torch.dtype | None = None):
+    """(forward fn, [x, w, b or None], dy) with the weights near one (a trained norm), in
+    `wdtype` (default: x's dtype; fp32 weights under 16-bit x are what autocast trains)."""
+    wdtype = dtype if wdtype is None else wdtype
     x = torch.randn(M, N, device=device, dtype=dtype, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(N, device=device, dtype=dtype)).requires_grad_()
-    b = (0.1 * torch.randn(N, device=device, dtype=dtype)).requires_grad_() if op == "ln" \
+    w = (1 + 0.1 * torch.randn(N, device=device, dtype=wdtype)).requires_grad_()
+    b = (0.1 * torch.randn(N, device=device, dtype=wdtype)).requires_grad_() if op == "ln" \
         else None
     dy = torch.randn(M, N, device=device, dtype=dtype)
     if op == "rms":

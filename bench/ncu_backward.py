@@ -9,7 +9,10 @@ autotuning before it.
     M=$M,launch__waves_per_multiprocessor
     M=$M,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct
     ncu --clock-control none --profile-from-start off --csv --page raw --metrics $M \\
-        python bench/ncu_backward.py --cases ln:8192x2560:bf16,rms:2048x24576:bf16 > ncu.csv
+        python bench/ncu_backward.py --cases ln:8192x2560:bf16,rms:2048x24576:bf16:fp32 > ncu.csv
+
+A case is op:MxN:dtype, or op:MxN:dtype:wdtype for weights in another dtype (fp32 weights
+under 16-bit x, as the sweep's grid draws them); its printed line then ends in `w<wdtype>`.
 
 Each case is printed as it is timed, so the kernels of the CSV follow the printed order.
 Why a shape stays below the copy bandwidth: registers per thread, waves, achieved warps and
@@ -26,6 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
+    DTYPES,
     apply_setting,
     compile_options,
     copy_add,
@@ -40,7 +44,8 @@ from common import (  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("--cases", default="ln:8192x2560:bf16,rms:8192x2560:bf16",
-                    help="op:MxN:dtype,... (op rms or ln)")
+                    help="op:MxN:dtype[:wdtype],... (op rms or ln; wdtype: the weights', "
+                         "default dtype)")
     ap.add_argument("--variants", default="inductor_ext,inductor_mix",
                     help="compiled variants (bench_norm_bwd.py's names), each case in turn; "
                          "'copy' profiles the same-size add instead")
@@ -49,20 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     apply_setting(args.setting)
     require_cuda("ncu_backward")
-    cases = []
-    for spec in filter(None, args.cases.split(",")):
-        op, _, shape = spec.partition(":")
-        if op not in ("rms", "ln"):
-            raise SystemExit(f"ncu_backward: {spec!r}: the op is rms or ln")
-        cases += [(op, *s) for s in parse_shapes(shape)]
+    cases = [parse_case(spec) for spec in filter(None, args.cases.split(","))]
     for variant in filter(None, args.variants.split(",")):
-        for op, M, N, dtype in cases:
-            if variant == "copy":
+        for op, M, N, dtype, wdtype in cases:
+            name = str(dtype).removeprefix("torch.")
+            if variant == "copy":  # the add reads and writes x's dtype only
                 profile_copy(M * N, dtype)
-                print(f"copy {op} {M}x{N} {str(dtype).removeprefix('torch.')}", flush=True)
+                print(f"copy {op} {M}x{N} {name}", flush=True)
                 continue
             torch._dynamo.reset()
-            fn, inputs, dy = make_problem(op, M, N, dtype)
+            fn, inputs, dy = make_problem(op, M, N, dtype, wdtype=wdtype)
             wrt = [t for t in inputs if t is not None]
             with torch._inductor.config.patch(compile_options(variant)):
                 step = warmed_backward(torch.compile(fn), inputs, wrt, dy, 3)
@@ -71,8 +72,24 @@ def main(argv: list[str] | None = None) -> int:
             step()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
-            print(f"{variant} {op} {M}x{N} {str(dtype).removeprefix('torch.')}", flush=True)
+            weights = "" if wdtype == dtype else f" w{str(wdtype).removeprefix('torch.')}"
+            print(f"{variant} {op} {M}x{N} {name}{weights}", flush=True)
     return 0
+
+
+def parse_case(spec: str) -> tuple[str, int, int, torch.dtype, torch.dtype]:
+    """'op:MxN:dtype[:wdtype]' -> (op, M, N, dtype, weights' dtype)."""
+    op, _, rest = spec.partition(":")
+    if op not in ("rms", "ln"):
+        raise SystemExit(f"ncu_backward: {spec!r}: the op is rms or ln")
+    shape, dtype, *weights = rest.split(":")
+    if len(weights) > 1:
+        raise SystemExit(f"ncu_backward: {spec!r} is not op:MxN:dtype[:wdtype]")
+    ((M, N, dt),) = parse_shapes(f"{shape}:{dtype}")
+    if weights and weights[0] not in DTYPES:
+        raise SystemExit(f"ncu_backward: {spec!r}: unknown weight dtype {weights[0]!r}; "
+                         f"one of {', '.join(DTYPES)}")
+    return op, M, N, dt, DTYPES[weights[0]] if weights else dt
 
 
 def profile_copy(numel: int, dtype: torch.dtype) -> None:

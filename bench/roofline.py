@@ -22,8 +22,9 @@ measured causes (`causes`), each with its number, and the summary counts them. E
 plus the least time any backward has spent past it (`FOLD_FLOOR_US`); where it is below
 the bar, the bar is out of reach, and `ext_of_limit` says how close ext is to it.
 `--ncu` adds Nsight Compute's counters from `ncu_backward.py` runs: the same-size add's
-kernel (variant `copy`) and ext's longest kernel (variant `inductor_ext`, matched only
-where the sweep's weights are in x's dtype, as ncu_backward.py profiles them).
+kernel (variant `copy`) and ext's longest kernel (variant `inductor_ext`, matched by the
+weights' dtype too: ncu_backward.py's `op:MxN:dtype:wdtype`). On a declined shape ext's
+kernels are stock's, and the line says so.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ NCU_LAUNCH = {"launch__registers_per_thread": "regs", "launch__block_size": "thr
 #: Time units Nsight Compute writes, in us.
 NCU_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 #: The line ncu_backward.py prints after each case it profiled.
-NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)$")
+#: ncu_backward.py's case line: variant, op, M, N, x's dtype, and `w<dtype>` where the
+#: weights' differs.
+NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)(?: w(\w+))?$")
 #: torch's dtype names (ncu_backward.py's lines) -> the sweep's.
 SWEEP_DTYPE = {str(dtype).removeprefix("torch."): name for name, dtype in DTYPES.items()}
 
@@ -86,9 +89,9 @@ def ncu_value(cell: object) -> float:
     return float(str(cell).replace(",", ""))
 
 
-def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float]]:
-    """(variant, op, M, N, dtype) -> its longest kernel's counters (`us`, `dram_pct`,
-    `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
+def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, float]]:
+    """(variant, op, M, N, dtype, weights' dtype) -> its longest kernel's counters (`us`,
+    `dram_pct`, `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
     `ncu --csv --page raw` output of ncu_backward.py (its case lines and the CSV in one
     file). Kernels follow the cases in order; every case of a file must have run the
     same number of kernels (one variant a run), or the file is refused."""
@@ -105,14 +108,16 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str], dict[str, float
     per = len(kernels) // len(labels)
     scale = NCU_UNITS.get(units.get("gpu__time_duration.sum", ""), 1e-3)
     out = {}
-    for i, (variant, op, M, N, dtype) in enumerate(labels):
+    for i, (variant, op, M, N, dtype, wdtype) in enumerate(labels):
         counted = [{**{name: ncu_value(k[metric]) * (scale if name == "us" else 1.0)
                        for metric, name in NCU_METRICS.items()},
                     **{name: ncu_value(k[metric])
                        for metric, name in NCU_LAUNCH.items() if k.get(metric)}}
                    for k in kernels[i * per:(i + 1) * per]]
         main = max(counted, key=lambda k: k["us"])
-        out[(variant, op, int(M), int(N), SWEEP_DTYPE.get(dtype, dtype))] = {
+        x_dtype = SWEEP_DTYPE.get(dtype, dtype)
+        w_dtype = x_dtype if wdtype is None else SWEEP_DTYPE.get(wdtype, wdtype)
+        out[(variant, op, int(M), int(N), x_dtype, w_dtype)] = {
             **main, "kernels_us": sum(k["us"] for k in counted), "kernels": per}
     return out
 
@@ -167,6 +172,8 @@ def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
                  "dtype": row["dtype"], "param_dtype": row.get("wdtype", row["dtype"]),
                  "numel": numel, "min_MB": round(min_b / 1e6, 3),
                  "ext_frac": round(frac, 4), "threshold": bar if bar is not None else "",
+                 # The cost model declined the pair: stock's kernels ran under ext.
+                 "declined": number(row.get("ext_planned_kernels")) == 0,
                  "verdict": ("n/a" if bar is None or math.isnan(frac)
                              else "pass" if frac >= bar else "FAIL")}
     ext_us = number(row.get("ext_us"))
@@ -179,8 +186,7 @@ def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
     ws = number(row.get("ext_workspace_bytes")) * rows_used(row)
     ws_us = 2 * ws / (copy * 1e12) * 1e6 if copy > 0 and ws >= 0 else math.nan
     # A declined shape runs stock's kernels: no final step of ours to time.
-    final = (number(row.get("ext_final_us")) if number(row.get("ext_planned_kernels")) != 0
-             else math.nan)
+    final = number(row.get("ext_final_us")) if not out["declined"] else math.nan
     gap = ext_us - ideal
     shape_copy = number(row.get("shape_copy_tbps"))
     limit = (ideal / (min_b / (shape_copy * 1e12) * 1e6 + FOLD_FLOOR_US)
@@ -202,11 +208,11 @@ def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
 
 def ncu_columns(s: dict, ncu: dict) -> dict:
     """The same-size add's kernel time and DRAM throughput (% of peak), ext's longest
-    kernel's and its kernels' summed time (empty where not profiled; ext's only where the
-    weights are in x's dtype)."""
+    kernel's and its kernels' summed time (empty where not profiled; ext's only where its
+    weights were in the sweep's dtype)."""
     key = (s["op"], s["M"], s["N"], s["dtype"])
-    add = ncu.get(("copy", *key), {})
-    ext = ncu.get(("inductor_ext", *key), {}) if s["param_dtype"] == s["dtype"] else {}
+    add = ncu.get(("copy", *key, s["dtype"]), {})
+    ext = ncu.get(("inductor_ext", *key, s["param_dtype"]), {})
     return {"ncu_add_us": round(add.get("us", math.nan), 2),
             "ncu_add_dram_pct": round(add.get("dram_pct", math.nan), 1),
             "ncu_main_us": round(ext.get("us", math.nan), 2),
@@ -252,7 +258,7 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
         out.append(("limit below bar", f"the add plus the least fold measured "
                                        f"({FOLD_FLOOR_US} us) reaches {s['limit_frac']:.2f} "
                                        f"of the run's copy{add}"))
-    if number(row.get("ext_planned_kernels")) == 0:
+    if s["declined"]:
         out.append(("declined", "declined: stock's kernels run (the cost model predicts "
                                 "no win); stock "
                                 f"{s['stock_frac']:.2f} of copy"))
@@ -342,7 +348,8 @@ def shape_line(s: dict) -> str:
             f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}"
             + (f"\n      why: {s['causes']}" if s["causes"] else "")
             + ("" if math.isnan(s["ncu_main_us"]) else
-               f"\n      ncu: ext's longest kernel {s['ncu_main_us']:.1f} us at "
+               f"\n      ncu: {'stock' if s['declined'] else 'ext'}'s longest kernel "
+               f"{s['ncu_main_us']:.1f} us at "
                f"{s['ncu_main_dram_pct']:.0f}% of DRAM peak, {s['ncu_main_warps_pct']:.0f}% "
                f"of warps active; its kernels {s['ncu_kernels_us']:.1f} us"
                + (f" (its run's autotuner picked another config: {s['ncu_main_config']})"

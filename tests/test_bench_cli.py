@@ -3,6 +3,7 @@
 import math
 import os
 import pathlib
+import re
 import sys
 
 import pytest
@@ -501,3 +502,19 @@ def test_cpu_runs_say_their_times_are_not_measurements(capsys):
     assert "interpreter wall clock (not a measurement) on/off 0.500" in out
     bench_distributed.print_rows(rows)
     assert "rank 0: step time on/off 0.500" in capsys.readouterr().out
+
+
+def test_ncu_cases_take_the_weights_dtype(capsys):
+    """`ncu_backward.py --cases op:MxN:dtype[:wdtype]`: fp32 weights under 16-bit x are
+    profiled as the sweep's grid draws them; a bad case is one clear line."""
+    import ncu_backward
+
+    assert ncu_backward.parse_case("rms:1254x16256:fp16:fp32") == (
+        "rms", 1254, 16256, torch.float16, torch.float32)
+    assert ncu_backward.parse_case("ln:38197x448:fp32") == (
+        "ln", 38197, 448, torch.float32, torch.float32)
+    for spec, message in (("ln:64x64:bf16:fp8", "unknown weight dtype 'fp8'"),
+                          ("ln:64x64:bf16:fp32:fp32", "is not op:MxN:dtype[:wdtype]"),
+                          ("sum:64x64:bf16", "the op is rms or ln")):
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            ncu_backward.parse_case(spec)

@@ -90,7 +90,7 @@ def test_sweep_rows_carry_copy_fractions_and_ratios():
 FIELDS = ["case", "op", "M", "N", "dtype", "wdtype", "min_bytes", "copy_tbps",
           "shape_copy_tbps", "stock_us", "upstream_off_us", "ext_us", "liger_us",
           "ext_workspace_bytes", "ext_final_us", "ext_final_share", "ext_programs",
-          "ext_block_m", "ext_waves"]
+          "ext_block_m", "ext_waves", "ext_planned_kernels"]
 
 
 def _sweep_csv(path, rows):
@@ -274,33 +274,46 @@ def _ncu_file(path, labels, kernels):
 
 def test_ncu_counters_join_the_shapes_they_profiled(tmp_path, capsys):
     """`--ncu`: the same-size add's kernel (variant copy) and ext's longest kernel, its
-    kernels' sum, by case; ext's only where the sweep's weights are x's dtype; a file whose
-    kernels do not split evenly over its cases is refused with a one-line error."""
+    kernels' sum, by case, the weights' dtype included (a case profiled with bf16 weights
+    is not the sweep's fp32-weight one); on a declined shape the kernels are stock's; a
+    file whose kernels do not split evenly over its cases is refused with a one-line
+    error."""
     copy, ext, bad = tmp_path / "copy.csv", tmp_path / "ext.csv", tmp_path / "bad.csv"
     _ncu_file(copy, ["copy rms 1024x4096 bfloat16", "copy ln 2048x4096 bfloat16"],
               [("add", 11_104, 55.0, 59.3), ("add", 20_000, 70.0, 60.0)])
-    _ncu_file(ext, ["inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16"],
+    _ncu_file(ext, ["inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16",
+                    "inductor_ext ln 2048x4096 bfloat16 wfloat32"],
               [("fused", 14_432, 54.3, 49.0), ("final", 4_928, 33.3, 31.1),
-               ("final", 5_000, 30.0, 30.0), ("fused", 30_000, 80.0, 50.0)])
+               ("final", 5_000, 30.0, 30.0), ("fused", 30_000, 80.0, 50.0),
+               ("stock_dx", 40_000, 61.0, 70.0), ("stock_dw", 9_000, 20.0, 30.0)])
     cases = roofline.ncu_cases(str(ext))
-    assert cases[("inductor_ext", "rms", 1024, 4096, "bf16")] == pytest.approx(
+    assert cases[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")] == pytest.approx(
         {"us": 14.432, "dram_pct": 54.3, "warps_pct": 49.0, "kernels_us": 19.36, "kernels": 2})
-    assert cases[("inductor_ext", "ln", 2048, 4096, "bf16")]["us"] == 30.0  # the longest
+    assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "bf16")]["us"] == 30.0  # longest
+    assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "fp32")]["us"] == 40.0
     few = _at(_row("rms", 1024, 4096, 0.0, shape_copy_tbps=2.7), 0.6)
     wide = _at(_row("ln", 2048, 4096, 0.0), 0.6)
-    wide["wdtype"] = "fp32"  # profiled with bf16 weights: ext's counters are not this case's
+    wide["wdtype"] = "fp32"
+    unprofiled = _at(_row("ln", 4096, 4096, 0.0), 0.6)
+    declined = _at(_row("ln", 2048, 4096, 0.0, ext_planned_kernels=0), 0.6)
+    declined["wdtype"] = "fp32"
     sweep, table = tmp_path / "s.csv", tmp_path / "t.csv"
-    _sweep_csv(sweep, [few, wide])
+    _sweep_csv(sweep, [few, wide, unprofiled])
     assert roofline.main([str(sweep), "--ncu", str(copy), str(ext), "--csv", str(table)]) == 0
     out = capsys.readouterr().out
     assert "(Nsight Compute: the add's kernel 11.1 us at 55% of DRAM peak)" in out
     assert "ncu: ext's longest kernel 14.4 us at 54% of DRAM peak, 49% of warps active; " \
            "its kernels 19.4 us" in out
+    assert "ncu: ext's longest kernel 40.0 us at 61% of DRAM peak" in out
     with open(table, newline="") as f:
         rows = {r["case"]: r for r in csv.DictReader(f)}
     r, w = rows[few["case"]], rows[wide["case"]]
     assert (float(r["ncu_add_us"]), float(r["ncu_main_dram_pct"])) == (11.1, 54.3)
-    assert float(w["ncu_add_us"]) == 20.0 and math.isnan(float(w["ncu_main_us"]))
+    assert float(w["ncu_add_us"]) == 20.0 and float(w["ncu_main_us"]) == 40.0
+    assert math.isnan(float(rows[unprofiled["case"]]["ncu_main_us"]))
+    _sweep_csv(sweep, [declined])
+    assert roofline.main([str(sweep), "--ncu", str(ext)]) == 0
+    assert "ncu: stock's longest kernel 40.0 us at 61% of DRAM peak" in capsys.readouterr().out
     _ncu_file(bad, ["inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16"],
               [("fused", 1, 1.0, 1.0), ("final", 1, 1.0, 1.0), ("fused", 1, 1.0, 1.0)])
     with pytest.raises(SystemExit) as exc:
@@ -321,7 +334,7 @@ def test_ncu_names_the_config_its_own_compile_ran(tmp_path):
         ",".join(f'"{c}"' for c in ["0", "fused", "39,680", "62.2", "23.0", "127", "128", "501"]),
         ",".join(f'"{c}"' for c in ["1", "final", "4,704", "10.0", "12.4", "72", "256", "49"]),
     ]) + "\n")
-    main = roofline.ncu_cases(str(path))[("inductor_ext", "rms", 20019, 778, "fp16")]
+    main = roofline.ncu_cases(str(path))[("inductor_ext", "rms", 20019, 778, "fp16", "fp16")]
     assert (main["threads"], main["regs"], main["grid"]) == (128, 127, 501)
     assert roofline.ncu_config({"warps": 4, "regs": 127}, main) == ""
     assert roofline.ncu_config({"warps": 8, "regs": 64}, main) == \
