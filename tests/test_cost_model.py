@@ -582,7 +582,7 @@ def test_unaligned_long_rows_take_column_tiles():
     registers as one persistent row (H100: 0.88x stock); its aligned neighbour of 16256
     and the unaligned 4918 (a padded 8192) stay persistent."""
     unaligned = cuda_plan.plan(_norm(2392, 10167), H100, CudaTuning(), PlanOptions())
-    assert unaligned.column_tiled and unaligned.register_tiles == 3
+    assert unaligned.column_tiled and unaligned.register_tiles == 5  # of 2048 columns
     assert not cuda_plan.plan(_norm(1254, 16256), H100, CudaTuning(), PlanOptions()).column_tiled
     assert not cuda_plan.plan(_norm(17693, 4918), H100, CudaTuning(), PlanOptions()).column_tiled
     off = dataclasses.replace(CudaTuning(), unaligned_register_share=1.0)
@@ -635,16 +635,39 @@ def test_few_rows_at_one_program_per_sm_double_buffer():
                                       4 * H100.cores, False)
 
 
+@pytest.mark.parametrize("M, N, es, columns, aligned_tiles, tiles", [
+    (8146, 11591, 2, 2, 3, 6),  # ln bf16: every 4096-column config spilled 216 registers
+    (5808, 23721, 4, 1, 6, 12),  # rms fp32
+    (2392, 10167, 2, 1, 3, 5),  # the random grid's rms fp16
+])
+def test_unaligned_register_tiled_rows_take_smaller_tiles(M, N, es, columns, aligned_tiles,
+                                                          tiles):
+    """A register-tiled row off 16-byte vectors keeps an address per element: it runs in
+    tiles of `unaligned_register_tile` (2048) columns, where 4096 spilled in every
+    config; an aligned row of about the same width plans as without the rule; 0 turns the
+    rule off."""
+    shape = _norm(M, N, es=es, columns=columns)
+    got = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
+    assert (got.r0_block, got.register_tiles) == (2048, tiles)
+    off = dataclasses.replace(CudaTuning(), unaligned_register_tile=0)
+    before = cuda_plan.plan(shape, H100, off, PlanOptions())
+    assert (before.r0_block, before.register_tiles) == (4096, aligned_tiles)
+    aligned = _norm(M, N - N % 64, es=es, columns=columns)
+    assert (cuda_plan.plan(aligned, H100, CudaTuning(), PlanOptions())
+            == cuda_plan.plan(aligned, H100, off, PlanOptions()))
+
+
 @pytest.mark.parametrize("rule_off", [{"prefetch_min_rows_alone": 0},
                                       {"register_tiled_fewer_programs": False},
                                       {"kept_row_tile": 0},
-                                      {"register_tiled_scaled_warps": False}])
+                                      {"register_tiled_scaled_warps": False},
+                                      {"unaligned_register_tile": 0}])
 def test_the_bench_cases_plan_as_before_the_newer_rules(rule_off):
     """The 16 bench cases own at least 16 rows a program (the one-program double
     buffering), none is register-tiled at more than one program per SM (the fewer
-    register-tiled counts and their scaled warps) and none has a padded LayerNorm row (the
-    kept row tiles): no rule changes their plans, configs included, so their numbers
-    stand."""
+    register-tiled counts and their scaled warps), none has a padded LayerNorm row (the
+    kept row tiles) and every row starts on a 16-byte vector (the unaligned register
+    tile): no rule changes their plans, configs included, so their numbers stand."""
     old = dataclasses.replace(CudaTuning(), **rule_off)
     for case in sweep_cost_model.grid("bench"):
         shape = _norm(case.M, case.N, 4 if case.dtype == "fp32" else 2,

@@ -132,7 +132,11 @@ def register_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
     """(tuning with the register tile used, column groups, unrolled tiles) of a
     column-tiled row; (tuning, 1, 0) when no layout fits (looped tiles). A row whose
     tiles no group count shares evenly halves its tile once, down to `min_register_tile`
-    (N=20480: 5 tiles of 4096, then 10 of 2048 in 2 groups)."""
+    (N=20480: 5 tiles of 4096, then 10 of 2048 in 2 groups). Rows off 16-byte vectors
+    start from tiles of at most `unaligned_register_tile`."""
+    if (shape.N * shape.elem_bytes) % 16 and tuning.unaligned_register_tile > 0:
+        tuning = dataclasses.replace(
+            tuning, register_tile=min(tuning.register_tile, tuning.unaligned_register_tile))
     tiles = [tuning.register_tile]
     if tuning.register_tile // 2 >= tuning.min_register_tile:
         tiles.append(tuning.register_tile // 2)

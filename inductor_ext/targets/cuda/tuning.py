@@ -93,6 +93,10 @@ class CudaTuning:
     column_groups: int = 0
     #: A row whose tiles no group count shares evenly halves its tile once, down to this.
     min_register_tile: int = 2048
+    #: Largest register tile of rows not a whole number of 16-byte vectors (0: no limit):
+    #: their loads keep an address per element, and at 4096 every config spilled 60-216
+    #: registers (H100, ln 8146x11591 bf16 at 0.19x stock; bench/NOTES.md, session 35).
+    unaligned_register_tile: int = 2048
     #: Rows split into column groups sum the row in a run-time loop over the tiles; the
     #: partials' tiles stay unrolled. Unrolled row sums spilled 24-104 registers beside
     #: the partials (H100, ln 2048x32768 bf16: 230 -> 224 us, ln 16384x32768 bf16 2216 ->
