@@ -76,9 +76,8 @@ NCU_LAUNCH = {"launch__registers_per_thread": "regs", "launch__block_size": "thr
               "launch__grid_size": "grid"}
 #: Time units Nsight Compute writes, in us.
 NCU_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
-#: The line ncu_backward.py prints after each case it profiled.
-#: ncu_backward.py's case line: variant, op, M, N, x's dtype, and `w<dtype>` where the
-#: weights' differs.
+#: The line ncu_backward.py prints after each case it profiled: variant, op, M, N, x's
+#: dtype, and `w<dtype>` where the weights' differs.
 NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)(?: w(\w+))?$")
 #: torch's dtype names (ncu_backward.py's lines) -> the sweep's.
 SWEEP_DTYPE = {str(dtype).removeprefix("torch."): name for name, dtype in DTYPES.items()}

@@ -84,6 +84,12 @@ class ShapeInfo:
         return self.shared_bytes // max(1, self.M_hint)
 
     @property
+    def rows_on_vectors(self) -> bool:
+        """Every row starts on a 16-byte vector (N * element bytes a multiple of 16): else
+        the compiler cannot prove a row's start aligned, and its loads go 2-4 bytes wide."""
+        return (self.N * self.elem_bytes) % 16 == 0
+
+    @property
     def accumulator_bytes(self) -> int:
         """Bytes of one partial (one column of one column reduction)."""
         return getattr(torch, self.accumulator).itemsize

@@ -44,7 +44,7 @@ def persistent_fits(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning) ->
     live = next_pow2(shape.N) * (shape.accumulator_bytes * shape.num_columns
                                  + 2 * shape.row_elem_bytes)
     budget = tuning.register_budget * device.register_file_bytes
-    if (shape.N * shape.elem_bytes) % 16:
+    if not shape.rows_on_vectors:
         budget *= tuning.unaligned_register_share
     return live <= budget
 
@@ -134,7 +134,7 @@ def register_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
     tiles no group count shares evenly halves its tile once, down to `min_register_tile`
     (N=20480: 5 tiles of 4096, then 10 of 2048 in 2 groups). Rows off 16-byte vectors
     start from tiles of at most `unaligned_register_tile`."""
-    if (shape.N * shape.elem_bytes) % 16 and tuning.unaligned_register_tile > 0:
+    if not shape.rows_on_vectors and tuning.unaligned_register_tile > 0:
         tuning = dataclasses.replace(
             tuning, register_tile=min(tuning.register_tile, tuning.unaligned_register_tile))
     tiles = [tuning.register_tile]
@@ -161,7 +161,7 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
             or shape.num_columns < 2 or not shape.rows_after_sums
             or shape.strided_bytes or shape.strided_column_bytes
             or shape.elem_bytes > tuning.kept_row_elem_bytes
-            or shape.N * shape.elem_bytes % 16):
+            or not shape.rows_on_vectors):
         return 0
     tiles = -(-shape.N // tile)
     lanes, padded = tiles * tile, next_pow2(shape.N)
