@@ -21,6 +21,8 @@ import inductor_ext  # noqa: E402
 from tests.support.reference import max_rel_err, tolerance  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+#: What a command line may call them: the short names or torch's (bfloat16, ...).
+DTYPE_NAMES = {**DTYPES, **{str(dt).removeprefix("torch."): dt for dt in DTYPES.values()}}
 #: The 8 shapes of ../shared/reference/baseline_h100.csv.
 BASELINE_SHAPES = ("32768x4096:bf16,65536x1024:bf16,16384x8192:bf16,8192x16384:bf16,"
                    "576000x384:fp32,32768x768:fp32,4096x4096:bf16,262144x128:bf16")
@@ -64,7 +66,7 @@ def require_cuda(script: str) -> None:
 
 def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:
     """'MxN:dtype,...' with dtype bf16/fp32/fp16 or torch's name (bfloat16, ...)."""
-    names = {**DTYPES, **{str(dt).removeprefix("torch."): dt for dt in DTYPES.values()}}
+    names = DTYPE_NAMES
     out = []
     for item in spec.split(","):
         try:
@@ -101,23 +103,35 @@ def has_liger() -> bool:
     return True
 
 
-def make_problem(op: str, M: int, N: int, dtype: torch.dtype, device: str = "cuda",
-                 wdtype: torch.dtype | None = None):
-    """(forward fn, [x, w, b or None], dy) with the weights near one (a trained norm), in
-    `wdtype` (default: x's dtype; fp32 weights under 16-bit x are what autocast trains)."""
-    wdtype = dtype if wdtype is None else wdtype
-    x = torch.randn(M, N, device=device, dtype=dtype, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(N, device=device, dtype=wdtype)).requires_grad_()
-    b = (0.1 * torch.randn(N, device=device, dtype=wdtype)).requires_grad_() if op == "ln" \
-        else None
-    dy = torch.randn(M, N, device=device, dtype=dtype)
+def norm_forward(op: str, N: int) -> Callable[..., torch.Tensor]:
+    """The norm's forward over rows of N: fn(x, w, b), b unused by RMSNorm."""
     if op == "rms":
         def fn(x, w, b):
             return F.rms_norm(x, (N,), w, 1e-6)
     else:
         def fn(x, w, b):
             return F.layer_norm(x, (N,), w, b, 1e-5)
-    return fn, [x, w, b], dy
+    return fn
+
+
+def norm_weights(op: str, N: int, device: str, wdtype: torch.dtype,
+                 generator: torch.Generator | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The norm's weight near one (a trained norm) and LayerNorm's bias near zero."""
+    w = (1 + 0.1 * torch.randn(N, device=device, dtype=wdtype, generator=generator))
+    b = (0.1 * torch.randn(N, device=device, dtype=wdtype, generator=generator)
+         if op == "ln" else None)
+    return w.requires_grad_(), None if b is None else b.requires_grad_()
+
+
+def make_problem(op: str, M: int, N: int, dtype: torch.dtype, device: str = "cuda",
+                 wdtype: torch.dtype | None = None):
+    """(forward fn, [x, w, b or None], dy), the weights in `wdtype` (default: x's dtype;
+    fp32 weights under 16-bit x are what autocast trains)."""
+    x = torch.randn(M, N, device=device, dtype=dtype, requires_grad=True)
+    w, b = norm_weights(op, N, device, dtype if wdtype is None else wdtype)
+    dy = torch.randn(M, N, device=device, dtype=dtype)
+    return norm_forward(op, N), [x, w, b], dy
 
 
 def compile_options(variant: str) -> dict[str, Any]:

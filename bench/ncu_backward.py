@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
-    DTYPES,
+    DTYPE_NAMES,
     apply_setting,
     compile_options,
     copy_add,
@@ -86,10 +86,10 @@ def parse_case(spec: str) -> tuple[str, int, int, torch.dtype, torch.dtype]:
     if len(weights) > 1:
         raise SystemExit(f"ncu_backward: {spec!r} is not op:MxN:dtype[:wdtype]")
     ((M, N, dt),) = parse_shapes(f"{shape}:{dtype}")
-    if weights and weights[0] not in DTYPES:
+    if weights and weights[0] not in DTYPE_NAMES:
         raise SystemExit(f"ncu_backward: {spec!r}: unknown weight dtype {weights[0]!r}; "
-                         f"one of {', '.join(DTYPES)}")
-    return op, M, N, dt, DTYPES[weights[0]] if weights else dt
+                         f"one of {', '.join(DTYPE_NAMES)}")
+    return op, M, N, dt, DTYPE_NAMES[weights[0]] if weights else dt
 
 
 def profile_copy(numel: int, dtype: torch.dtype) -> None:

@@ -78,6 +78,8 @@ from common import (  # noqa: E402
     interleaved_rounds,
     liger_forward,
     min_bytes,
+    norm_forward,
+    norm_weights,
     parse_shapes,
     profiled_replay,
     require_cuda,
@@ -259,8 +261,6 @@ def _operand(case: Case, device: str, gen: torch.Generator) -> torch.Tensor:
 def problem(case: Case, device: str):
     """(fn, inputs, what to differentiate, dy): fn(*inputs) is timed as a backward for
     norms (autograd.grad of its output under dy) and as a forward for sum pairs."""
-    import torch.nn.functional as F
-
     gen = torch.Generator(device=device).manual_seed(hash(case) & 0xFFFF)
     N = case.N
     if case.op == "sum":
@@ -272,19 +272,9 @@ def problem(case: Case, device: str):
 
         return fn, [x, y], None, None
     x = _operand(case, device, gen).requires_grad_()
-    wdt = DTYPES[case.wdtype]
-    w = (1 + 0.1 * torch.randn(N, device=device, dtype=wdt, generator=gen)).requires_grad_()
-    b = ((0.1 * torch.randn(N, device=device, dtype=wdt, generator=gen)).requires_grad_()
-         if case.op == "ln" else None)
+    w, b = norm_weights(case.op, N, device, DTYPES[case.wdtype], generator=gen)
     dy = torch.randn(case.M, N, device=device, dtype=DTYPES[case.dtype], generator=gen)
-
-    if case.op == "rms":
-        def fn(x, w, b):
-            return F.rms_norm(x, (N,), w, 1e-6)
-    else:
-        def fn(x, w, b):
-            return F.layer_norm(x, (N,), w, b, 1e-5)
-    return fn, [x, w, b], [t for t in (x, w, b) if t is not None], dy
+    return norm_forward(case.op, N), [x, w, b], [t for t in (x, w, b) if t is not None], dy
 
 
 def variant_options(variant: str) -> dict:

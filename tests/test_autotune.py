@@ -119,9 +119,26 @@ def test_spilling_configs_set_no_wave_minimum(caplog):
     # a spill within Inductor's threshold is no spill
     assert autotune.within_planned_waves(launchers, _plan(512, 0), H100,
                                          spill_threshold=255) == [launchers[3]]
-    # every config spills: none is dropped for it, the wave filter decides as before
+    # every config spills: only the fewest spilling are timed, then the wave filter
     spilling = [launchers[0], launchers[3]]
     assert autotune.within_planned_waves(spilling, _plan(512, 0), H100) == [launchers[3]]
+
+
+def test_when_every_config_spills_the_fewest_spilling_are_kept(caplog):
+    """Inductor times each spilling config as `inf` and takes the first: the pick was the
+    list's order (unaligned register tiles of 4096 on the H100: 216 spilled, 0.2x stock)."""
+    launchers = [_launcher(1, 16, 255, 216), _launcher(1, 8, 255, 38),
+                 _launcher(1, 4, 255, 38), _launcher(2, 16, 255, 172)]
+    with caplog.at_level("DEBUG", logger="inductor_ext"):
+        kept = autotune.within_planned_waves(launchers, _plan(132, 4), H100)
+    assert kept == [launchers[1], launchers[2]]
+    (message,) = [r.getMessage() for r in caplog.records if "every config" in r.getMessage()]
+    assert message.endswith("timing only the fewest spilling, [XBLOCK=1, num_warps=8, "
+                            "regs=255, spills=38] [XBLOCK=1, num_warps=4, regs=255, "
+                            "spills=38]")
+    # the wave filter still applies among them: 4 warps of 255 registers hold two programs
+    # an SM, 8 warps one (264 programs: one wave against two)
+    assert autotune.within_planned_waves(launchers, _plan(264, 0), H100) == [launchers[2]]
 
 
 def test_the_benchmark_step_reads_inductors_spill_threshold():

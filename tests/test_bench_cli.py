@@ -513,6 +513,9 @@ def test_ncu_cases_take_the_weights_dtype(capsys):
         "rms", 1254, 16256, torch.float16, torch.float32)
     assert ncu_backward.parse_case("ln:38197x448:fp32") == (
         "ln", 38197, 448, torch.float32, torch.float32)
+    # torch's names, as for x's dtype
+    assert ncu_backward.parse_case("rms:64x64:bfloat16:float32") == (
+        "rms", 64, 64, torch.bfloat16, torch.float32)
     for spec, message in (("ln:64x64:bf16:fp8", "unknown weight dtype 'fp8'"),
                           ("ln:64x64:bf16:fp32:fp32", "is not op:MxN:dtype[:wdtype]"),
                           ("sum:64x64:bf16", "the op is rms or ln")):

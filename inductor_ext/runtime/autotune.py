@@ -11,7 +11,8 @@ allows (`LaunchPlan.max_extra_waves`) are dropped: at short kernels a second wav
 more than Inductor's timing noise shows (bench/NOTES.md, session 12). Configs that spill
 registers are dropped first and count for no wave minimum: Inductor times a spilling
 config as `inf`, so a filter that kept only spilling configs left the autotuner a blind
-pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 15).
+pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 15); when
+every config spills, only the fewest spilling are kept.
 Of one config's row-program counts only those of its fewest waves are timed.
 """
 
@@ -93,12 +94,24 @@ def spills(launcher: Any, threshold: int) -> bool:
     return n_spills is not None and n_spills > threshold
 
 
+def fewest_spills(launchers: Sequence[Any], programs: int) -> list[Any]:
+    """Every config spills: the ones spilling the fewest registers. Inductor times all of
+    them as `inf` and takes the first, so without this the pick is the list's order (H100,
+    register tiles of 4096 on rows off 16-byte vectors: 216 spilled, 0.2x stock)."""
+    least = min(launcher.n_spills for launcher in launchers)
+    kept = [launcher for launcher in launchers if launcher.n_spills == least]
+    log.debug("mix-order kernel, %d programs: every config spills registers; timing only "
+              "the fewest spilling, %s", programs,
+              " ".join(describe_launcher(launcher) for launcher in kept))
+    return kept
+
+
 def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
                          props: DeviceProperties, spill_threshold: int = DEFAULT_SPILL_THRESHOLD
                          ) -> list[Any]:
     """The launchers whose waves are at most the fewest plus the plan's allowance (the
     ones with unknown waves stay; all stay when none is known or the plan sets none).
-    Spilling launchers go first, unless every launcher spills."""
+    Spilling launchers go first; when every launcher spills, all but the fewest spilling."""
     if plan is None or plan.max_extra_waves is None or len(launchers) < 2:
         return list(launchers)
     allowance, programs = plan.max_extra_waves, plan.grid
@@ -109,6 +122,8 @@ def within_planned_waves(launchers: Sequence[Any], plan: LaunchPlan | None,
         log.debug("mix-order kernel, %d programs: configs %s spill registers; not timed",
                   programs, " ".join(describe_launcher(launcher) for launcher in spilling))
         launchers = [launcher for launcher in launchers if launcher not in spilling]
+    elif spilling:
+        launchers = fewest_spills(launchers, programs)
     counted = [(launcher, waves(launched_programs(launcher, plan),
                                 getattr(launcher, "n_regs", None), launcher.config.num_warps,
                                 props))
