@@ -14,6 +14,7 @@ import bench_norm_bwd  # noqa: E402
 import common  # noqa: E402
 
 import inductor_ext  # noqa: E402
+from inductor_ext.interpreter import cpu_interpret  # noqa: E402
 from inductor_ext.plan_inputs import plan_options, tuning_for  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def test_shapes_and_minimum_bytes():
 
 
 GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
-               "bench_column_strip_floor",
+               "bench_column_strip_floor", "bench_row_exchange_floor",
                "profile_backward", "bench_distributed", "profile_model", "ncu_backward"]
 
 
@@ -80,6 +81,40 @@ def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         module.main()
     assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_row_exchange_probe_kernel_matches_float64(depth):
+    """bench_row_exchange_floor.py's kernel with one column group (no exchange: the
+    interpreter runs programs one after another, so G > 1 would wait forever on CPU; the
+    GPU run checks those against float64 before timing), rows 1 or 2 ahead."""
+    import bench_row_exchange_floor as probe
+    import triton
+
+    M, N, P = 37, 200, 8
+    gen = torch.Generator().manual_seed(0)
+    x, dy = torch.randn(M, N, generator=gen), torch.randn(M, N, generator=gen)
+    w = 1 + 0.1 * torch.randn(N, generator=gen)
+    xd, dyd, wd = x.double(), dy.double(), w.double()
+    rstd = torch.rsqrt(xd.pow(2).mean(1) + 1e-6)
+    ref_dx = (rstd[:, None] * wd * dyd
+              - xd * (rstd ** 3 / N)[:, None] * (wd * dyd * xd).sum(1, keepdim=True))
+    ref_dw = (dyd * xd * rstd[:, None]).sum(0)
+    ws = torch.empty(P, N)
+    dx, dw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
+    with cpu_interpret():
+        probe._rms_backward_exchange[(P,)](dy, x, w, rstd.float(), dx, ws, torch.empty(M, 1),
+                                           M, N=N, G=1, G_P2=1, SLICE=N, BLOCK=256,
+                                           DEPTH=depth)
+        probe._fold[(triton.cdiv(N, 16),)](ws, dw, ROWS=P, ROWS_P2=P, N=N, COLS=16)
+    assert probe.relative_error(dx, ref_dx) < 1e-6
+    assert probe.relative_error(dw, ref_dw) < 1e-6
+    assert probe.parse_configs("8x528x4x2+1x132x16x1") == [(8, 528, 4, 2), (1, 132, 16, 1)]
+    for spec, message in (("8x528x4", "is not GROUPSxPROGRAMSxWARPSxDEPTH"),
+                          ("8x530x4x2", "programs a multiple of groups"),
+                          ("8x528x4x3", "depth is 1 or 2")):
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            probe.parse_configs(spec)
 
 
 def test_profile_model_names_a_bad_variant():
@@ -430,6 +465,7 @@ def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
 
 ARGV_SCRIPTS = ["bench_block", "bench_column_strip_floor", "bench_distributed", "bench_dit",
                 "bench_host_cost", "bench_launch_floor", "bench_models", "bench_norm_bwd",
+                "bench_row_exchange_floor",
                 "bench_workspace_floor", "fit_cost_model", "ncu_backward", "profile_model",
                 "roofline", "sweep_cost_model"]
 
