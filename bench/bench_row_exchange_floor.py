@@ -180,13 +180,22 @@ def parse_configs(spec: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def rule_configs(N: int, sms: int) -> list[tuple[int, int, int, int]]:
+    """`auto`: slices of at most 2048 lanes (G = ceil(N / 2040)), 4 warps, two rows
+    ahead, as many programs as 4 then 3 an SM allow (a whole number of groups); the rule
+    the probe's best launches at 20K+ columns followed, for shapes it was not tuned on."""
+    groups = -(-N // 2040)
+    return [(groups, per_sm * sms // groups * groups, 4, 2) for per_sm in (4, 3)]
+
+
 def run_case(timer: GraphTimer, spec: str, tbps: float) -> None:
     case, _, config_spec = spec.partition("@")
-    configs = parse_configs(config_spec)
     op, shape, dt, wdt = (case.split(":") + [""])[:4]
     if op != "rms":
         raise SystemExit(f"{spec!r}: this probe is RMSNorm only")
     M, N = (int(v) for v in shape.split("x"))
+    configs = (rule_configs(N, torch.cuda.get_device_properties(0).multi_processor_count)
+               if config_spec == "auto" else parse_configs(config_spec))
     dtype = DTYPE_NAMES[dt]
     wdtype = DTYPE_NAMES[wdt] if wdt else dtype
     torch.manual_seed(0)
@@ -271,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "rms:3862x21504:bf16:fp32@21x1050x2x2",
                     help="rms:MxN:dtype[:wdtype]@GxPxWxD+...,... (RMSNorm only): the "
                          "launches to try per case, column groups x programs x warps x "
-                         "rows ahead (1 or 2)")
+                         "rows ahead (1 or 2); @auto: the rule of rule_configs")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
     args = ap.parse_args(argv)
     require_cuda("bench_row_exchange_floor")

@@ -110,6 +110,10 @@ def test_row_exchange_probe_kernel_matches_float64(depth):
     assert probe.relative_error(dx, ref_dx) < 1e-6
     assert probe.relative_error(dw, ref_dw) < 1e-6
     assert probe.parse_configs("8x528x4x2+1x132x16x1") == [(8, 528, 4, 2), (1, 132, 16, 1)]
+    # @auto: slices of at most 2048 lanes, 4 then 3 programs an SM in whole groups
+    assert probe.rule_configs(28736, 132) == [(15, 525, 4, 2), (15, 390, 4, 2)]
+    assert all(triton.next_power_of_2(-(-16528 // g) + 7) <= 2048
+               for g, *_ in probe.rule_configs(16528, 132))
     for spec, message in (("8x528x4", "is not GROUPSxPROGRAMSxWARPSxDEPTH"),
                           ("8x530x4x2", "programs a multiple of groups"),
                           ("8x528x4x3", "depth is 1 or 2")):
