@@ -96,8 +96,9 @@ def spills(launcher: Any, threshold: int) -> bool:
 
 def fewest_spills(launchers: Sequence[Any], programs: int) -> list[Any]:
     """Every config spills: the ones spilling the fewest registers. Inductor times all of
-    them as `inf` and takes the first, so without this the pick is the list's order (H100,
-    register tiles of 4096 on rows off 16-byte vectors: 216 spilled, 0.2x stock)."""
+    them as `inf` and takes the first, so without this the pick is the list's order (on
+    the H100 the first was also the least spilling wherever measured: bench/NOTES.md,
+    session 36)."""
     least = min(launcher.n_spills for launcher in launchers)
     kept = [launcher for launcher in launchers if launcher.n_spills == least]
     log.debug("mix-order kernel, %d programs: every config spills registers; timing only "
