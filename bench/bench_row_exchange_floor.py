@@ -75,7 +75,9 @@ def _row_total(shares_ptr, row, G: tl.constexpr, G_P2: tl.constexpr, first):
 
 @triton.jit
 def _load_row(x_ptr, dy_ptr, row, cols, cmask, M, N: tl.constexpr):
-    ok = cmask & (row < M)
+    # Rows past M load nothing; a lane-wise compare (Triton 3.9's interpreter takes a
+    # lane mask & a scalar compare as int32, not a mask).
+    ok = cmask & (cols < tl.where(row < M, N, 0))
     x = tl.load(x_ptr + row * N + cols, ok, other=0.0, eviction_policy="evict_first")
     dy = tl.load(dy_ptr + row * N + cols, ok, other=0.0, eviction_policy="evict_first")
     return x, dy
