@@ -31,8 +31,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,
+    check,
     copy_tbps,
     description,
+    fold_workspace_columns,
     min_bytes,
     require_cuda,
 )
@@ -104,7 +106,7 @@ def _barrier_fold(ws_ptr, arrivals_ptr, dw_ptr, db_ptr, N: tl.constexpr,
     while seen < target:
         seen = tl.atomic_add(arrivals_ptr, 0, sem="acquire")
     tl.debug_barrier()
-    _fold_columns(ws_ptr, dw_ptr, db_ptr, programs, N, FOLD_COLS, PROGRAMS_P2)
+    fold_workspace_columns(ws_ptr, dw_ptr, db_ptr, programs, N, FOLD_COLS, PROGRAMS_P2, 2)
 
 
 @triton.jit
@@ -112,25 +114,7 @@ def _fold(ws_ptr, dw_ptr, db_ptr, ROWS: tl.constexpr, ROWS_P2: tl.constexpr,
           N: tl.constexpr, COLS: tl.constexpr, WAIT: tl.constexpr):
     if WAIT:
         tl.extra.cuda.gdc_wait()
-    _fold_columns(ws_ptr, dw_ptr, db_ptr, ROWS, N, COLS, ROWS_P2)
-
-
-@triton.jit
-def _fold_columns(ws_ptr, dw_ptr, db_ptr, rows_in, N: tl.constexpr, COLS: tl.constexpr,
-                  ROWS_P2: tl.constexpr):
-    """This program's COLS columns of dw and db: the sum of the workspace's rows_in rows."""
-    cols = tl.program_id(0) * COLS + tl.arange(0, COLS)[None, :]
-    rows = tl.arange(0, ROWS_P2)[:, None]
-    mask = (rows < rows_in) & (cols < N)
-    dw = tl.load(ws_ptr + rows * 2 * N + cols, mask, other=0.0)
-    db = tl.load(ws_ptr + rows * 2 * N + N + cols, mask, other=0.0)
-    tl.store(dw_ptr + cols, tl.sum(dw, 0)[None, :].to(dw_ptr.dtype.element_ty), cols < N)
-    tl.store(db_ptr + cols, tl.sum(db, 0)[None, :].to(db_ptr.dtype.element_ty), cols < N)
-
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    """Largest error relative to the largest reference value (bf16 rounding is ~4e-3)."""
-    return float((got.float() - want).abs().max() / want.abs().max())
+    fold_workspace_columns(ws_ptr, dw_ptr, db_ptr, ROWS, N, COLS, ROWS_P2, 2)
 
 
 def parse_configs(spec: str) -> list[tuple[int, int, int]]:
@@ -203,12 +187,15 @@ def time_config(timer: GraphTimer, p: Problem, programs: int, rows: int, warps: 
             print(f"  {name:26s} not launched: {str(exc).splitlines()[0][:120]}")
             continue
         us = timer.time_us(graph)
-        errors = {"dx": relative_error(p.dx, p.ref_dx)}
+        checked = {"dx": (p.dx, p.ref_dx)}
         if "fold" in name or "memset" in name:  # the others leave dw/db unwritten
-            errors.update(dw=relative_error(p.dw, p.ref_dw), db=relative_error(p.db, p.ref_db))
-        for what, err in errors.items():
-            if not err <= 2 ** -7:  # NaN (left unwritten) fails too
-                raise SystemExit(f"{name}: {what} off by {err:.2e} of its largest value")
+            checked.update(dw=(p.dw, p.ref_dw), db=(p.db, p.ref_db))
+        errors = {}
+        for what, (got, want) in checked.items():
+            ok, errors[what] = check([got], [want])  # within its dtype's tolerance
+            if not ok:  # NaN (left unwritten) fails too
+                raise SystemExit(f"{name}: {what} off by {errors[what]:.2e} of its "
+                                 "largest value")
         print(f"  {name:26s} {us:7.1f} us end to end  "
               f"({'/'.join(errors)} within {max(errors.values()):.1e})")
 

@@ -13,6 +13,8 @@ from unittest import mock
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 from torch import nn
 from triton.testing import do_bench
 
@@ -199,6 +201,29 @@ def check(grads: Sequence[torch.Tensor], ref: Sequence[torch.Tensor],
             bar = max(bar, 4 * eager_errs[i])
         ok &= e <= bar
     return ok, max(errs)
+
+
+@triton.jit
+def fold_workspace_columns(ws_ptr, out_ptr, second_ptr, rows, N: tl.constexpr,
+                           COLS: tl.constexpr, ROWS_P2: tl.constexpr, OUTPUTS: tl.constexpr):
+    """The column partials' fold: this program's COLS columns of `out_ptr` (and with
+    OUTPUTS=2 of `second_ptr`, None otherwise) are the sums of the first `rows` (at most
+    ROWS_P2) rows of an fp32 workspace of rows of OUTPUTS * N (output k's partials in
+    columns k * N to (k + 1) * N). Launched on cdiv(N, COLS) programs, or called from a
+    kernel whose program ids share out the columns."""
+    cols = tl.program_id(0) * COLS + tl.arange(0, COLS)[None, :]
+    lanes = tl.arange(0, ROWS_P2)[:, None]
+    mask = (lanes < rows) & (cols < N)
+    first = tl.load(ws_ptr + lanes * OUTPUTS * N + cols, mask, other=0.0)
+    if OUTPUTS == 1:
+        tl.store(out_ptr + cols, tl.sum(first, 0)[None, :].to(out_ptr.dtype.element_ty),
+                 cols < N)
+    else:
+        second = tl.load(ws_ptr + lanes * OUTPUTS * N + N + cols, mask, other=0.0)
+        tl.store(out_ptr + cols, tl.sum(first, 0)[None, :].to(out_ptr.dtype.element_ty),
+                 cols < N)
+        tl.store(second_ptr + cols,
+                 tl.sum(second, 0)[None, :].to(second_ptr.dtype.element_ty), cols < N)
 
 
 #: How the L2 is emptied before each timed replay (bench/README.md, "The L2 flush"):

@@ -83,6 +83,28 @@ def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
     assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"
 
 
+def test_the_shared_fold_sums_the_first_rows_into_one_or_two_outputs():
+    """common.fold_workspace_columns, as bench_workspace_floor.py launches it (dw and db
+    from a [rows, 2, N] workspace, fewer rows than its power of two) and as the row
+    exchange probe does (one output)."""
+    import triton
+
+    rows, N = 5, 40
+    ws = torch.randn(rows + 2, 2, N, generator=torch.Generator().manual_seed(0))
+    dw, db = torch.full((N,), float("nan")), torch.full((N,), float("nan"))
+    with cpu_interpret():
+        common.fold_workspace_columns[(triton.cdiv(N, 16),)](ws, dw, db, rows, N=N, COLS=16,
+                                                             ROWS_P2=8, OUTPUTS=2)
+    torch.testing.assert_close(dw, ws[:rows, 0].sum(0))
+    torch.testing.assert_close(db, ws[:rows, 1].sum(0))
+    one = torch.full((N,), float("nan"))
+    with cpu_interpret():
+        common.fold_workspace_columns[(triton.cdiv(N, 16),)](ws[:, 0].contiguous(), one, None,
+                                                             rows, N=N, COLS=16, ROWS_P2=8,
+                                                             OUTPUTS=1)
+    torch.testing.assert_close(one, ws[:rows, 0].sum(0))
+
+
 @pytest.mark.parametrize("depth", [1, 2])
 def test_row_exchange_probe_kernel_matches_float64(depth):
     """bench_row_exchange_floor.py's kernel with one column group (no exchange: the
@@ -106,9 +128,10 @@ def test_row_exchange_probe_kernel_matches_float64(depth):
         probe._rms_backward_exchange[(P,)](dy, x, w, rstd.float(), dx, ws, torch.empty(M, 1),
                                            M, N=N, G=1, G_P2=1, SLICE=N, BLOCK=256,
                                            DEPTH=depth)
-        probe._fold[(triton.cdiv(N, 16),)](ws, dw, ROWS=P, ROWS_P2=P, N=N, COLS=16)
-    assert probe.relative_error(dx, ref_dx) < 1e-6
-    assert probe.relative_error(dw, ref_dw) < 1e-6
+        common.fold_workspace_columns[(triton.cdiv(N, 16),)](ws, dw, None, P, N=N, COLS=16,
+                                                             ROWS_P2=P, OUTPUTS=1)
+    assert common.max_rel_err(dx, ref_dx) < 1e-6
+    assert common.max_rel_err(dw, ref_dw) < 1e-6
     assert probe.parse_configs("8x528x4x2+1x132x16x1") == [(8, 528, 4, 2), (1, 132, 16, 1)]
     # @auto: slices of at most 2048 lanes, 4 then 3 programs an SM in whole groups
     assert probe.rule_configs(28736, 132) == [(15, 525, 4, 2), (15, 390, 4, 2)]
