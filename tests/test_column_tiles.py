@@ -408,25 +408,103 @@ def test_padded_layer_norm_rows_run_as_kept_register_tiles(M, N, es, columns, ti
     takes the first pass's row values (2 tiles when they take as many lanes as the padded
     row); every other row keeps the plan it had with the rule off, as does a group whose
     rows must stay whole, and the knob at 0."""
-    from inductor_ext.plan import PlanOptions
-    from inductor_ext.targets.cuda import plan as cuda_plan
-    from inductor_ext.targets.cuda.tuning import CudaTuning
-    from tests.test_cost_model import H100, _norm
-
-    shape = _norm(M, N, es, columns=columns)
-    got = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
-    off = cuda_plan.plan(shape, H100, CudaTuning(kept_row_tile=0), PlanOptions())
+    got = _h100_plan(M, N, es, columns)
+    off = _h100_plan(M, N, es, columns, kept_row_tile=0)
     if not tiles:
         assert got == off and not got.keep_row_tiles
         return
     assert (got.keep_row_tiles, got.column_tiled, got.register_tiles, got.r0_block,
             got.column_groups, got.block_m) == (True, True, tiles, 1024, 1, 1)
     assert not off.column_tiled and off.r0_block >= tiles * 1024
-    same = CudaTuning(kept_row_same_lanes_tiles=0)
-    assert (cuda_plan.plan(shape, H100, same, PlanOptions()) == off) == (
-        off.r0_block == tiles * 1024)
-    whole = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions(whole_rows=True))
-    assert whole == off
+    same = _h100_plan(M, N, es, columns, kept_row_same_lanes_tiles=0)
+    assert (same == off) == (off.r0_block == tiles * 1024)
+    assert _h100_plan(M, N, es, columns, whole_rows=True) == off
+
+
+def _h100_plan(M: int, N: int, es: int, columns: int, whole_rows: bool = False, **knobs):
+    """The CUDA plan of a norm backward's [M, N] rows on the H100 with `knobs` changed."""
+    from inductor_ext.plan import PlanOptions
+    from inductor_ext.targets.cuda import plan as cuda_plan
+    from inductor_ext.targets.cuda.tuning import CudaTuning
+    from tests.test_cost_model import H100, _norm
+
+    return cuda_plan.plan(_norm(M, N, es, columns=columns), H100, CudaTuning(**knobs),
+                          PlanOptions(whole_rows=whole_rows))
+
+
+@pytest.mark.parametrize("M, N, es, columns, tiles", [
+    (672777, 320, 2, 1, 5),   # the grid's rms 672777x320: 5 x 64 lanes, not 512
+    (254055, 576, 2, 1, 9),
+    (298940, 704, 2, 1, 11),
+    (200000, 960, 2, 1, 0),   # 15 tiles: too many partials (255 registers measured)
+    (62061, 448, 2, 1, 0),    # 118 rows a program: the once-a-program fold is not paid
+    (133562, 384, 4, 1, 0),   # fp32 rows
+    (672777, 320, 2, 2, 0),   # LayerNorm: two column sums (spilled)
+    (262144, 512, 2, 1, 0),   # no padding to save
+    (300000, 330, 2, 1, 0),   # rows off 16-byte vectors
+])
+def test_short_padded_rms_rows_run_as_kept_tiles_in_row_blocks(M, N, es, columns, tiles):
+    """A padded persistent RMSNorm row of 16-bit elements on 16-byte vectors, of at most
+    11 tiles of 64 columns and with 192 rows or more a program, runs as kept register
+    tiles in row blocks: 64-column tiles, XBLOCK rows of them (one 16-byte vector a thread
+    per tile at the planned warps), whole-block partials. Every other row keeps the plan
+    it had with the rule off, as does a group whose rows must stay whole."""
+    got = _h100_plan(M, N, es, columns)
+    off = _h100_plan(M, N, es, columns, short_row_tile=0)
+    if not tiles:
+        assert got == off and not got.block_partials
+        return
+    assert not off.column_tiled and off.r0_block == 1 << (N - 1).bit_length()
+    assert (got.column_tiled, got.register_tiles, got.keep_row_tiles, got.block_partials,
+            got.r0_block, got.block_m, got.column_groups) == (True, tiles, True, True, 64,
+                                                               32, 1)
+    assert got.num_warps == 8 and got.programs <= M // 192
+    assert got.configs and all(dict(config)["R0_BLOCK"] == 64
+                               and dict(config)["XBLOCK"] <= got.block_m
+                               and 2 <= dict(config)["num_warps"] <= 8
+                               for config in got.configs)
+    assert _h100_plan(M, N, es, columns, whole_rows=True) == off
+
+
+@pytest.mark.parametrize("M, N, dtype, wdtype", [
+    (33, 320, torch.bfloat16, torch.bfloat16),  # odd M: the last block's rows masked
+    (64, 448, torch.float16, torch.float32),
+])
+def test_short_rows_in_kept_tiles_fold_whole_blocks_once(cuda_knobs, plugin, M, N, dtype,
+                                                         wdtype):
+    """RMSNorm of short padded rows as kept tiles of 64 in row blocks, in the interpreter:
+    right against float64, x and dy loaded once per tile, each tile's dw partial a whole
+    [XBLOCK, R0_BLOCK] block added without a fold in the loop and folded over its rows
+    once, at the workspace store."""
+    cuda_knobs(short_row_min_rows=0)  # the interpreter's rows are far fewer than the rule's
+    tiles = -(-N // 64)
+    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(N, dtype=wdtype)).requires_grad_()
+    dy = torch.randn(M, N, dtype=dtype)
+
+    def norm(x, w):
+        return torch.nn.functional.rms_norm(x, (N,), w, 1e-6)
+
+    def fn(x, w, dy):
+        return autograd_grads(norm, [x, w], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
+    assert_close(got, float64_grads(norm, [x, w], dy), names=["dx", "dw"])
+    fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
+                 if "for xoffset in" in src)
+    assert "'block_partials': True" in fused and f"'register_tiles': {tiles}" in fused
+    lines = fused.splitlines()
+    row_loads = [line for line in lines if "tl.load(in_ptr" in line and f"{N}*x0" in line]
+    assert len(row_loads) == 2 * tiles  # x and dy, once per tile
+    for tile in range(tiles):
+        acc = f"_mo_acc0_t{tile}"
+        assert sum(line.strip() == f"{acc} = tl.full([XBLOCK, R0_BLOCK], 0.0, tl.float32)"
+                   for line in lines) == 1
+        adds = [line for line in lines if line.strip().startswith(f"{acc} = {acc} + ")]
+        assert len(adds) == 1 and "tl.sum(" not in adds[0]
+        assert sum(f"tl.sum({acc}, 0)[None, :]" in line and "tl.store(ws_ptr" in line
+                   for line in lines) == 1
 
 
 def test_keep_row_tiles_text():

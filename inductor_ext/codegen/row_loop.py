@@ -179,7 +179,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def accumulates_whole_blocks(self) -> bool:
         """A persistent row keeps [XBLOCK, R0_BLOCK] accumulators and folds their rows once,
         after the loop; column tiles fold each block's rows as they add it."""
-        return not self.column_tiled
+        return not self.column_tiled or self.plan.block_partials
 
     def row_block_shape(self) -> str:
         return "[XBLOCK, R0_BLOCK]"

@@ -145,6 +145,10 @@ class LaunchPlan:
     #: first pass loaded (`keep_row_tiles` rewrite): a row read once, as a persistent row
     #: is, in tiles that pad it less than one power-of-two tile.
     keep_row_tiles: bool = False
+    #: Register-tiled only: the partials are whole row blocks ([XBLOCK, R0_BLOCK] per
+    #: tile), folded over their rows once at the workspace store, not per block (short
+    #: rows in row blocks: a fold per block is a cross-warp reduction per tile).
+    block_partials: bool = False
     #: Alternative launch configs ({XBLOCK, num_warps, num_stages}, and a row-program
     #: count under PROGRAMS_KEY at most `programs`, as item tuples) that Inductor's
     #: autotuner times on first launch; empty: the one config above. XBLOCK is at most

@@ -171,6 +171,58 @@ def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -
     return tiles
 
 
+def vector_warps(shape: ShapeInfo, rows: int, tile: int) -> int:
+    """Warps whose threads each hold one 16-byte vector of a [rows, tile] block (at
+    least one)."""
+    return max(1, rows * tile * shape.elem_bytes // (32 * 16))
+
+
+def short_row_block(shape: ShapeInfo, tile: int) -> int:
+    """Rows per block of a row in kept tiles of `tile` columns: the rows that eight warps
+    hold as one 16-byte vector a thread per tile (16-bit elements, tiles of 64: 32)."""
+    return max(1, min(64, 8 * 32 * 16 // (shape.elem_bytes * tile)))
+
+
+def short_row_tiles(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+                    options: PlanOptions) -> int:
+    """Kept register tiles of `short_row_tile` columns a padded persistent row runs as in
+    row blocks (0: it stays one padded tile): rows with a pass after the row sums, of at
+    most `short_row_max_columns` column sums, coalesced, of narrow elements starting on
+    16-byte vectors, of 2 to `short_row_max_tiles` tiles with fewer lanes than the padded
+    row, and at least `short_row_min_rows` rows per planned program (the partials are
+    folded over their rows once per program)."""
+    tile = tuning.short_row_tile
+    if (tile <= 0 or options.whole_rows or options.split_size is not None
+            or not shape.rows_after_sums or shape.num_columns > tuning.short_row_max_columns
+            or shape.elem_bytes > tuning.short_row_elem_bytes
+            or shape.strided_bytes or shape.strided_column_bytes
+            or not shape.rows_on_vectors):
+        return 0
+    tiles = -(-shape.N // tile)
+    padded = next_pow2(shape.N)
+    if padded == shape.N or not 2 <= tiles <= tuning.short_row_max_tiles or tiles * tile >= padded:
+        return 0
+    programs = programs_for(shape, device, tuning, short_row_block(shape, tile))
+    return tiles if shape.M_hint >= tuning.short_row_min_rows * programs else 0
+
+
+def short_row_configs(shape: ShapeInfo, block_m: int, tile: int, max_warps: int
+                      ) -> tuple[Config, ...]:
+    """Configs of rows in unrolled tiles of `tile` columns (R0_BLOCK fixed: the unrolled
+    code is written for it): rows per iteration {block_m, /2, /4} x warps {half, one,
+    two} per 16-byte vector a thread holds of each tile."""
+    out = []
+    for xblock in (block_m, block_m // 2, block_m // 4):
+        if xblock < 1:
+            continue
+        one = vector_warps(shape, xblock, tile)
+        for warps in sorted({max(2, one // 2), max(2, one), max(2, one * 2)}):
+            if warps <= max_warps:
+                out.append((("XBLOCK", xblock), ("R0_BLOCK", tile), ("num_warps", warps),
+                            ("num_stages", 1)))
+    return tuple(dict.fromkeys(out))
+
+
 def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                             groups: int = 1) -> int:
     """Row programs: as many programs per SM as their register partials allow (at least
@@ -347,7 +399,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                                      programs_per_sm=tuning.strided_programs_per_sm)
     column_tiled = (shape.N > options.max_persistent_n
                     or not persistent_fits(shape, device, tuning))
-    groups, register_tiles, keep_rows = 1, 0, False
+    groups, register_tiles, keep_rows, short_rows = 1, 0, False, False
     if column_tiled:
         tuning, groups, register_tiles = register_layout(shape, device, tuning)
     elif kept := kept_row_tiles(shape, tuning, options):
@@ -355,7 +407,12 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
             shape, device, dataclasses.replace(tuning, register_tile=tuning.kept_row_tile))
         if (kept_groups, kept_layout) == (1, kept):
             column_tiled, tuning, register_tiles, keep_rows = True, kept_tuning, kept, True
-    if register_tiles:
+    elif short := short_row_tiles(shape, device, tuning, options):
+        column_tiled, register_tiles, keep_rows, short_rows = True, short, True, True
+    if short_rows:
+        r0_block = tuning.short_row_tile
+        block_m = short_row_block(shape, r0_block)
+    elif register_tiles:
         r0_block = min(tuning.register_tile, next_pow2(shape.N))
         block_m = 1
     elif column_tiled:
@@ -370,12 +427,14 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         block_m = min(block_m, prev_pow2(split_size))
         rows = max(block_m, -(-split_size // block_m) * block_m)
         programs = max(1, -(-shape.M_hint // rows))
-    elif register_tiles:
+    elif register_tiles and not short_rows:
         programs = register_tiled_programs(shape, device, tuning, groups)
     else:
         programs = programs_for(shape, device, tuning, block_m)
     max_warps = warps_at(device, tuning, programs, groups)
-    if register_tiles:
+    if short_rows:
+        num_warps = max(2, min(max_warps, vector_warps(shape, block_m, r0_block)))
+    elif register_tiles:
         # The partials' registers are spread over the program's threads: the most warps
         # leaves each thread the fewest, and the most loads in flight.
         num_warps = max_warps
@@ -386,8 +445,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     configs: tuple[Config, ...] = ()
     if (not column_tiled or register_tiles) and (not device.interpreted
                                                   or tuning.autotune_on_cpu):
-        configs = (register_tiled_configs(r0_block, max_warps,
-                                          rows_in_l1(shape, device, tuning, groups))
+        configs = (short_row_configs(shape, block_m, r0_block, max_warps)
+                   if short_rows
+                   else register_tiled_configs(r0_block, max_warps,
+                                               rows_in_l1(shape, device, tuning, groups))
                    if register_tiles
                    else candidate_configs(tuning, block_m, r0_block, max_warps))
     if len(configs) == 1:
@@ -399,16 +460,17 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     fewer: tuple[int, ...] = ()
     if configs and split_size is None and tuning.row_order == "strided":
         fewer = (fewer_register_tiled_programs(shape, device, tuning, programs, groups)
-                 if register_tiles else
+                 if register_tiles and not short_rows else
                  fewer_programs(shape, device, tuning, programs, block_m, r0_block))
     if fewer:
         scaled = ({count: warps_at(device, tuning, count, groups) // max_warps
                    for count in fewer}
-                  if register_tiles and tuning.register_tiled_scaled_warps else None)
+                  if register_tiles and not short_rows and tuning.register_tiled_scaled_warps
+                  else None)
         configs = with_program_counts(configs, (programs, *fewer), scaled)
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
-    if register_tiles and not hint_fits_l2(shape, device, tuning, programs * groups,
-                                           block_m):
+    if (register_tiles and not short_rows
+            and not hint_fits_l2(shape, device, tuning, programs * groups, block_m)):
         l2_prefetch = 0
     final_step = None
     if tuning.generated_final_step:
@@ -420,7 +482,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
         column_tiled=column_tiled, register_tiles=register_tiles, column_groups=groups,
         unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
-        keep_row_tiles=keep_rows,
+        keep_row_tiles=keep_rows, block_partials=short_rows,
         configs=configs,
         prefetch=prefetch, l2_prefetch=l2_prefetch, l2_keep_fraction=tuning.l2_keep_fraction,
         final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,

@@ -83,6 +83,18 @@ class CudaTuning:
     #: Two tiles won, four did not, and unpadded rows (N=4096) lost: bench/NOTES.md,
     #: session 33.
     kept_row_same_lanes_tiles: int = 2
+    #: Padded persistent rows that run as kept register tiles of this many columns in
+    #: row blocks, their partials whole blocks: a row's sum stays inside one warp (no
+    #: barrier) and pads to a whole tile, not the power of two (N=320: 5 tiles of 64);
+    #: 0: never. H200, 16-bit RMSNorm: x1.02-x1.24 on 12 held-out shapes; LayerNorm,
+    #: fp32, 14+ tiles and fewer rows a program lost (bench/NOTES.md, session 37)...
+    short_row_tile: int = 64
+    #: ...so only rows of at most this many tiles, this many column sums and elements of
+    #: at most this many bytes, in programs of at least this many rows.
+    short_row_max_tiles: int = 11
+    short_row_max_columns: int = 1
+    short_row_elem_bytes: int = 2
+    short_row_min_rows: int = 192
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
