@@ -7,7 +7,8 @@ Every function is pure: (shape, device, tuning, options) in, a value out."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Literal
 
 from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
@@ -148,27 +149,37 @@ def register_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
     return tuning, 1, 0
 
 
-def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -> int:
-    """Register tiles of `kept_row_tile` columns a persistent LayerNorm row runs as, its
-    row kept in registers between the passes (0: it stays one padded tile): rows of two
-    column sums and a pass after the row sums, coalesced, of narrow elements starting on
-    16-byte vectors, of 2 to `kept_row_max_tiles` tiles that pad less than the power of
-    two (or as much, at most `kept_row_same_lanes_tiles` tiles; never an unpadded row),
-    in groups of at least `kept_row_min_elems` elements."""
-    tile = tuning.kept_row_tile
+def _kept_tiles(shape: ShapeInfo, options: PlanOptions, tile: int, max_tiles: int,
+                max_elem_bytes: int, same_lanes_tiles: int = 0) -> int:
+    """Register tiles of `tile` columns a padded persistent row can keep between its
+    passes, or 0: the guards both kept-tile rules share. Rows free to split (not whole
+    rows, no split size) with a pass after the row sums, coalesced, of elements of at
+    most `max_elem_bytes` starting on 16-byte vectors, of 2 to `max_tiles` tiles that pad
+    less than the power of two (or as much, at most `same_lanes_tiles` tiles; never an
+    unpadded row)."""
     if (tile <= 0 or options.whole_rows or options.split_size is not None
-            or shape.M_hint * shape.N < tuning.kept_row_min_elems
-            or shape.num_columns < 2 or not shape.rows_after_sums
+            or not shape.rows_after_sums
             or shape.strided_bytes or shape.strided_column_bytes
-            or shape.elem_bytes > tuning.kept_row_elem_bytes
-            or not shape.rows_on_vectors):
+            or shape.elem_bytes > max_elem_bytes or not shape.rows_on_vectors):
         return 0
     tiles = -(-shape.N // tile)
     lanes, padded = tiles * tile, next_pow2(shape.N)
-    if (padded == shape.N or not 2 <= tiles <= tuning.kept_row_max_tiles or lanes > padded
-            or (lanes == padded and tiles > tuning.kept_row_same_lanes_tiles)):
+    if (padded == shape.N or not 2 <= tiles <= max_tiles or lanes > padded
+            or (lanes == padded and tiles > same_lanes_tiles)):
         return 0
     return tiles
+
+
+def kept_row_tiles(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -> int:
+    """Register tiles of `kept_row_tile` columns a persistent LayerNorm row runs as, its
+    row kept in registers between the passes (0: it stays one padded tile): rows of two
+    column sums or more, in groups of at least `kept_row_min_elems` elements, that pass
+    `_kept_tiles` (at most `kept_row_max_tiles` tiles, `kept_row_same_lanes_tiles` of
+    them taking as many lanes as the padded row)."""
+    if shape.num_columns < 2 or shape.M_hint * shape.N < tuning.kept_row_min_elems:
+        return 0
+    return _kept_tiles(shape, options, tuning.kept_row_tile, tuning.kept_row_max_tiles,
+                       tuning.kept_row_elem_bytes, tuning.kept_row_same_lanes_tiles)
 
 
 def vector_warps(shape: ShapeInfo, rows: int, tile: int) -> int:
@@ -186,41 +197,19 @@ def short_row_block(shape: ShapeInfo, tile: int) -> int:
 def short_row_tiles(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                     options: PlanOptions) -> int:
     """Kept register tiles of `short_row_tile` columns a padded persistent row runs as in
-    row blocks (0: it stays one padded tile): rows with a pass after the row sums, of at
-    most `short_row_max_columns` column sums, coalesced, of narrow elements starting on
-    16-byte vectors, of 2 to `short_row_max_tiles` tiles with fewer lanes than the padded
-    row, and at least `short_row_min_rows` rows per planned program (the partials are
-    folded over their rows once per program)."""
-    tile = tuning.short_row_tile
-    if (tile <= 0 or options.whole_rows or options.split_size is not None
-            or not shape.rows_after_sums or shape.num_columns > tuning.short_row_max_columns
-            or shape.elem_bytes > tuning.short_row_elem_bytes
-            or shape.strided_bytes or shape.strided_column_bytes
-            or not shape.rows_on_vectors):
+    row blocks (0: it stays one padded tile): rows of at most `short_row_max_columns`
+    column sums that pass `_kept_tiles` (at most `short_row_max_tiles` tiles, with fewer
+    lanes than the padded row), and at least `short_row_min_rows` rows per planned
+    program (the partials are folded over their rows once per program)."""
+    if shape.num_columns > tuning.short_row_max_columns:
         return 0
-    tiles = -(-shape.N // tile)
-    padded = next_pow2(shape.N)
-    if padded == shape.N or not 2 <= tiles <= tuning.short_row_max_tiles or tiles * tile >= padded:
+    tile = tuning.short_row_tile
+    tiles = _kept_tiles(shape, options, tile, tuning.short_row_max_tiles,
+                        tuning.short_row_elem_bytes)
+    if not tiles:
         return 0
     programs = programs_for(shape, device, tuning, short_row_block(shape, tile))
     return tiles if shape.M_hint >= tuning.short_row_min_rows * programs else 0
-
-
-def short_row_configs(shape: ShapeInfo, block_m: int, tile: int, max_warps: int
-                      ) -> tuple[Config, ...]:
-    """Configs of rows in unrolled tiles of `tile` columns (R0_BLOCK fixed: the unrolled
-    code is written for it): rows per iteration {block_m, /2, /4} x warps {half, one,
-    two} per 16-byte vector a thread holds of each tile."""
-    out = []
-    for xblock in (block_m, block_m // 2, block_m // 4):
-        if xblock < 1:
-            continue
-        one = vector_warps(shape, xblock, tile)
-        for warps in sorted({max(2, one // 2), max(2, one), max(2, one * 2)}):
-            if warps <= max_warps:
-                out.append((("XBLOCK", xblock), ("R0_BLOCK", tile), ("num_warps", warps),
-                            ("num_stages", 1)))
-    return tuple(dict.fromkeys(out))
 
 
 def register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
@@ -242,19 +231,23 @@ def register_tiled_configs(r0_block: int, max_warps: int, max_rows: int = 2
                  for warps in sorted({max(2, max_warps // 2), max_warps}))
 
 
-def candidate_configs(tuning: CudaTuning, block_m: int, r0_block: int,
-                      max_warps: int) -> tuple[Config, ...]:
+def row_block_configs(block_m: int, max_warps: int, warps_for: Callable[[int], int],
+                      r0_block: int | None = None) -> tuple[Config, ...]:
     """At most 9: rows per iteration {block_m, block_m/2, block_m/4} x warps {half, one,
-    two} per `elems_per_warp` tile elements. Pipelining stages are not searched: the
-    loads of this loop were not pipelined by Triton 3.6 (stages 1 and 2 timed alike)."""
+    two} times `warps_for(rows)` (each at least 2, at most `max_warps`). `r0_block` fixes
+    R0_BLOCK in each config, for code unrolled for that tile (None: Inductor's own).
+    Pipelining stages are not searched: the loads of this loop were not pipelined by
+    Triton 3.6 (stages 1 and 2 timed alike)."""
+    fixed = () if r0_block is None else (("R0_BLOCK", r0_block),)
     out = []
     for xblock in (block_m, block_m // 2, block_m // 4):
         if xblock < 1:
             continue
-        mid = max(2, (xblock * r0_block) // tuning.elems_per_warp)
-        for warps in sorted({max(2, mid // 2), mid, mid * 2}):
+        one = warps_for(xblock)
+        for warps in sorted({max(2, one // 2), max(2, one), max(2, one * 2)}):
             if warps <= max_warps:
-                out.append((("XBLOCK", xblock), ("num_warps", warps), ("num_stages", 1)))
+                out.append((("XBLOCK", xblock), *fixed, ("num_warps", warps),
+                            ("num_stages", 1)))
     return tuple(dict.fromkeys(out))
 
 
@@ -392,65 +385,153 @@ def extra_waves_allowed(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
     return int(tuning.wave_cost_share * seconds // (2 * tuning.load_round_trip_s))
 
 
+#: How a row is walked: one padded tile ("persistent"), column tiles looped at run time
+#: ("looped"), unrolled register tiles one row a block ("unrolled"), a LayerNorm row kept
+#: in its register tiles between the passes ("kept"), or short rows kept in their tiles
+#: in row blocks ("short").
+RowKind = Literal["persistent", "looped", "unrolled", "kept", "short"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLayout:
+    """The row layout a plan is built on, and what differs between the kinds: how the
+    programs are counted, the warps, the configs and their fewer program counts, and
+    whether the L2 hint must fit. `block_m` is before the cap by M and the split size."""
+
+    kind: RowKind
+    tuning: CudaTuning  # the tuning the layout was chosen with (its tile, if it changed)
+    r0_block: int
+    block_m: int
+    groups: int = 1
+    register_tiles: int = 0
+
+    @property
+    def column_tiled(self) -> bool:
+        return self.kind != "persistent"
+
+    @property
+    def keep_rows(self) -> bool:
+        """The second pass takes the first pass's row values from registers."""
+        return self.kind in ("kept", "short")
+
+    @property
+    def block_partials(self) -> bool:
+        """The partials are whole row blocks, folded once a program (short rows)."""
+        return self.kind == "short"
+
+    @property
+    def row_registers(self) -> bool:
+        """One row a block, its partials spread over a program's registers: the register
+        file, not the workspace, bounds the programs, and the plan takes the most warps
+        (short rows' row blocks are counted and warped like a persistent row's)."""
+        return self.kind in ("unrolled", "kept")
+
+    def programs(self, shape: ShapeInfo, device: DeviceInfo, block_m: int) -> int:
+        if self.row_registers:
+            return register_tiled_programs(shape, device, self.tuning, self.groups)
+        return programs_for(shape, device, self.tuning, block_m)
+
+    def block_warps(self, shape: ShapeInfo, rows: int) -> int:
+        """Warps of a block of `rows` rows: one 16-byte vector a thread of each short-row
+        tile, else one warp per `elems_per_warp` elements of the tile (at least 2)."""
+        if self.block_partials:
+            return vector_warps(shape, rows, self.r0_block)
+        return max(2, rows * self.r0_block // self.tuning.elems_per_warp)
+
+    def num_warps(self, shape: ShapeInfo, block_m: int, max_warps: int) -> int:
+        if self.row_registers:
+            # The partials' registers are spread over the program's threads: the most
+            # warps leaves each thread the fewest, and the most loads in flight.
+            return max_warps
+        return max(2, min(max_warps, self.block_warps(shape, block_m)))
+
+    def configs(self, shape: ShapeInfo, device: DeviceInfo, block_m: int,
+                max_warps: int) -> tuple[Config, ...]:
+        """The configs to time; none for looped tiles (Inductor's loop is not tuned)."""
+        if self.kind == "looped":
+            return ()
+        if self.row_registers:
+            return register_tiled_configs(self.r0_block, max_warps,
+                                          rows_in_l1(shape, device, self.tuning, self.groups))
+        # Short rows' code is unrolled for their tile: R0_BLOCK is fixed.
+        return row_block_configs(block_m, max_warps,
+                                 lambda rows: self.block_warps(shape, rows),
+                                 self.r0_block if self.block_partials else None)
+
+    def fewer_program_counts(self, shape: ShapeInfo, device: DeviceInfo, programs: int,
+                             block_m: int) -> tuple[int, ...]:
+        if self.row_registers:
+            return fewer_register_tiled_programs(shape, device, self.tuning, programs,
+                                                 self.groups)
+        return fewer_programs(shape, device, self.tuning, programs, block_m, self.r0_block)
+
+    def scaled_warps(self, device: DeviceInfo, counts: Iterable[int], max_warps: int
+                     ) -> dict[int, int] | None:
+        """Warp factors that keep the plan's threads per SM at fewer programs: only for
+        register-held partials (`register_tiled_scaled_warps`)."""
+        if not (self.row_registers and self.tuning.register_tiled_scaled_warps):
+            return None
+        return {count: warps_at(device, self.tuning, count, self.groups) // max_warps
+                for count in counts}
+
+    def l2_hint_fits(self, shape: ShapeInfo, device: DeviceInfo, programs: int,
+                     block_m: int) -> bool:
+        """Register-held rows hint into L2 only what fits it (`hint_fits_l2`)."""
+        return (not self.row_registers
+                or hint_fits_l2(shape, device, self.tuning, programs * self.groups, block_m))
+
+
+def row_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
+               options: PlanOptions) -> RowLayout:
+    """The row's layout: column tiles (unrolled when a register layout fits, else looped)
+    when the row is too long or too large for a persistent row; else kept LayerNorm
+    tiles, short rows' kept tiles in row blocks, or one padded tile."""
+    pow2_n = next_pow2(shape.N)
+    if shape.N > options.max_persistent_n or not persistent_fits(shape, device, tuning):
+        tiled, groups, tiles = register_layout(shape, device, tuning)
+        if tiles:
+            return RowLayout("unrolled", tiled, r0_block=min(tiled.register_tile, pow2_n),
+                             block_m=1, groups=groups, register_tiles=tiles)
+        return RowLayout("looped", tiled, r0_block=min(tiled.column_tile, pow2_n),
+                         block_m=tiled.column_tiled_block_m)
+    if kept := kept_row_tiles(shape, tuning, options):
+        kept_tuning, groups, tiles = register_layout(
+            shape, device, dataclasses.replace(tuning, register_tile=tuning.kept_row_tile))
+        if (groups, tiles) == (1, kept):
+            return RowLayout("kept", kept_tuning,
+                             r0_block=min(kept_tuning.register_tile, pow2_n), block_m=1,
+                             register_tiles=kept)
+    elif short := short_row_tiles(shape, device, tuning, options):
+        return RowLayout("short", tuning, r0_block=tuning.short_row_tile,
+                         block_m=short_row_block(shape, tuning.short_row_tile),
+                         register_tiles=short)
+    return RowLayout("persistent", tuning, r0_block=pow2_n,
+                     block_m=max(1, min(64, tuning.tile_elems // pow2_n)))
+
+
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
          options: PlanOptions) -> LaunchPlan:
     if shape.strided_bytes or shape.strided_column_bytes:
         tuning = dataclasses.replace(tuning, tile_elems=tuning.strided_tile_elems,
                                      programs_per_sm=tuning.strided_programs_per_sm)
-    column_tiled = (shape.N > options.max_persistent_n
-                    or not persistent_fits(shape, device, tuning))
-    groups, register_tiles, keep_rows, short_rows = 1, 0, False, False
-    if column_tiled:
-        tuning, groups, register_tiles = register_layout(shape, device, tuning)
-    elif kept := kept_row_tiles(shape, tuning, options):
-        kept_tuning, kept_groups, kept_layout = register_layout(
-            shape, device, dataclasses.replace(tuning, register_tile=tuning.kept_row_tile))
-        if (kept_groups, kept_layout) == (1, kept):
-            column_tiled, tuning, register_tiles, keep_rows = True, kept_tuning, kept, True
-    elif short := short_row_tiles(shape, device, tuning, options):
-        column_tiled, register_tiles, keep_rows, short_rows = True, short, True, True
-    if short_rows:
-        r0_block = tuning.short_row_tile
-        block_m = short_row_block(shape, r0_block)
-    elif register_tiles:
-        r0_block = min(tuning.register_tile, next_pow2(shape.N))
-        block_m = 1
-    elif column_tiled:
-        r0_block = min(tuning.column_tile, next_pow2(shape.N))
-        block_m = tuning.column_tiled_block_m
-    else:
-        r0_block = next_pow2(shape.N)
-        block_m = max(1, min(64, tuning.tile_elems // r0_block))
-    block_m = min(block_m, next_pow2(shape.M_hint))
+    layout = row_layout(shape, device, tuning, options)
+    tuning, r0_block, groups = layout.tuning, layout.r0_block, layout.groups
+    column_tiled = layout.column_tiled
+    block_m = min(layout.block_m, next_pow2(shape.M_hint))
     split_size = options.split_size
     if split_size is not None:
         block_m = min(block_m, prev_pow2(split_size))
         rows = max(block_m, -(-split_size // block_m) * block_m)
         programs = max(1, -(-shape.M_hint // rows))
-    elif register_tiles and not short_rows:
-        programs = register_tiled_programs(shape, device, tuning, groups)
     else:
-        programs = programs_for(shape, device, tuning, block_m)
+        programs = layout.programs(shape, device, block_m)
     max_warps = warps_at(device, tuning, programs, groups)
-    if short_rows:
-        num_warps = max(2, min(max_warps, vector_warps(shape, block_m, r0_block)))
-    elif register_tiles:
-        # The partials' registers are spread over the program's threads: the most warps
-        # leaves each thread the fewest, and the most loads in flight.
-        num_warps = max_warps
-    else:
-        num_warps = max(2, min(max_warps, block_m * r0_block // tuning.elems_per_warp))
+    num_warps = layout.num_warps(shape, block_m, max_warps)
     prefetch = use_prefetch(shape, device, tuning, r0_block, block_m, programs,
                             column_tiled)
     configs: tuple[Config, ...] = ()
-    if (not column_tiled or register_tiles) and (not device.interpreted
-                                                  or tuning.autotune_on_cpu):
-        configs = (short_row_configs(shape, block_m, r0_block, max_warps)
-                   if short_rows
-                   else register_tiled_configs(r0_block, max_warps,
-                                               rows_in_l1(shape, device, tuning, groups))
-                   if register_tiles
-                   else candidate_configs(tuning, block_m, r0_block, max_warps))
+    if not device.interpreted or tuning.autotune_on_cpu:
+        configs = layout.configs(shape, device, block_m, max_warps)
     if len(configs) == 1:
         # One config is not autotuned: the kernel runs the plan's own XBLOCK and warps, so
         # they must be that config (a tile_elems of 32768 at N=1024 had left block_m 32
@@ -459,18 +540,12 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
     fewer: tuple[int, ...] = ()
     if configs and split_size is None and tuning.row_order == "strided":
-        fewer = (fewer_register_tiled_programs(shape, device, tuning, programs, groups)
-                 if register_tiles and not short_rows else
-                 fewer_programs(shape, device, tuning, programs, block_m, r0_block))
+        fewer = layout.fewer_program_counts(shape, device, programs, block_m)
     if fewer:
-        scaled = ({count: warps_at(device, tuning, count, groups) // max_warps
-                   for count in fewer}
-                  if register_tiles and not short_rows and tuning.register_tiled_scaled_warps
-                  else None)
-        configs = with_program_counts(configs, (programs, *fewer), scaled)
+        configs = with_program_counts(configs, (programs, *fewer),
+                                      layout.scaled_warps(device, fewer, max_warps))
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
-    if (register_tiles and not short_rows
-            and not hint_fits_l2(shape, device, tuning, programs * groups, block_m)):
+    if not layout.l2_hint_fits(shape, device, programs, block_m):
         l2_prefetch = 0
     final_step = None
     if tuning.generated_final_step:
@@ -480,9 +555,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     return LaunchPlan(
         target="cuda", programs=programs, block_m=block_m, r0_block=r0_block,
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
-        column_tiled=column_tiled, register_tiles=register_tiles, column_groups=groups,
+        column_tiled=column_tiled, register_tiles=layout.register_tiles,
+        column_groups=groups,
         unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
-        keep_row_tiles=keep_rows, block_partials=short_rows,
+        keep_row_tiles=layout.keep_rows, block_partials=layout.block_partials,
         configs=configs,
         prefetch=prefetch, l2_prefetch=l2_prefetch, l2_keep_fraction=tuning.l2_keep_fraction,
         final_step_pdl=tuning.final_step_pdl and device.hopper_or_later,
@@ -490,7 +566,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         final_step=final_step, accumulator=shape.accumulator,
         row_sum_chunk=min(tuning.row_sum_chunk, r0_block) if column_tiled else 1,
         stream_stores=column_tiled and tuning.stream_column_tiled_stores,
-        unpin_row_loads=bool(register_tiles) and tuning.unpin_register_tiled_rows)
+        unpin_row_loads=bool(layout.register_tiles) and tuning.unpin_register_tiled_rows)
 
 
 def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
