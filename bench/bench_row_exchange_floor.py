@@ -37,20 +37,16 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
-    DTYPE_NAMES,
     FLUSH_MODES,
     GraphTimer,
-    check,
-    copy_add,
-    copy_tbps,
+    check_rms_grads,
     description,
     fold_workspace_columns,
-    make_problem,
-    min_bytes,
-    require_cuda,
+    parse_rms_case,
+    probe_timer,
+    rms_problem,
+    time_inductor_ext,
 )
-
-import inductor_ext  # noqa: E402
 
 
 @triton.jit
@@ -179,48 +175,16 @@ def rule_configs(N: int, sms: int) -> list[tuple[int, int, int, int]]:
 
 
 def run_case(timer: GraphTimer, spec: str, tbps: float) -> None:
-    case, _, config_spec = spec.partition("@")
-    op, shape, dt, wdt = (case.split(":") + [""])[:4]
-    if op != "rms":
-        raise SystemExit(f"{spec!r}: this probe is RMSNorm only")
-    M, N = (int(v) for v in shape.split("x"))
+    case = parse_rms_case(spec)
+    M, N = case.M, case.N
+    config_spec = spec.partition("@")[2]
     configs = (rule_configs(N, torch.cuda.get_device_properties(0).multi_processor_count)
                if config_spec == "auto" else parse_configs(config_spec))
-    dtype = DTYPE_NAMES[dt]
-    wdtype = DTYPE_NAMES[wdt] if wdt else dtype
-    torch.manual_seed(0)
-    fn, (x, w, _), dy = make_problem("rms", M, N, dtype, wdtype=wdtype)
-    x, w = x.detach(), w.detach()
-    xd, dyd, wd = x.double(), dy.double(), w.double()
-    rstd = torch.rsqrt(xd.pow(2).mean(1) + 1e-6)
-    wdy = wd * dyd
-    ref_dx = rstd[:, None] * wdy - xd * (rstd ** 3 / N)[:, None] * (wdy * xd).sum(1, keepdim=True)
-    ref_dw = (dyd * xd * rstd[:, None]).sum(0)
-    del wdy, xd, dyd, wd
-    rstd32 = rstd.float()
-    copy_us = 3 * M * N * dtype.itemsize / (tbps * 1e12) * 1e6
-    _, _, graph = timer.run(copy_add(M * N, dtype))
-    add_us = timer.time_us(graph)
-    nbytes = min_bytes("rms", M, N, dtype.itemsize, wdtype.itemsize)
-    print(f"{spec}: copy speed {copy_us:.1f} us, same-size add {add_us:.1f} us")
-
-    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
-    compiled = torch.compile(fn, options=inductor_ext.options(), dynamic=False)
-    holder = {}
-
-    def prepare():
-        holder["y"] = compiled(xg, wg, None)
-
-    def step():
-        return torch.autograd.grad(holder["y"], [xg, wg], dy, retain_graph=True)
-
-    _, (gx, gw), graph = timer.run(step, prepare)
-    for what, got, want in (("dx", gx, ref_dx), ("dw", gw, ref_dw)):
-        ok, err = check([got], [want])  # within its dtype's tolerance of float64
-        if not ok:
-            raise SystemExit(f"inductor_ext: {what} off by {err:.2e}")
-    ext_us = timer.time_us(graph)
-    print(f"  inductor_ext           {ext_us:7.1f} us  {nbytes / ext_us / 1e6 / tbps:.3f} of copy")
+    problem = rms_problem(M, N, case.dtype, case.wdtype)
+    x, w, dy, rstd32 = problem.x, problem.w, problem.dy, problem.rstd
+    nbytes = problem.min_bytes
+    print(f"{spec}:")
+    ext_us = time_inductor_ext(timer, problem, tbps)
 
     dx = torch.empty_like(x)
     dw = torch.empty_like(w)
@@ -253,11 +217,7 @@ def run_case(timer: GraphTimer, spec: str, tbps: float) -> None:
                   f"{str(exc).splitlines()[0][:100]}")
             continue
         us = timer.time_us(graph)
-        for what, got, want in (("dx", dx, ref_dx), ("dw", dw, ref_dw)):
-            ok, err = check([got], [want])
-            if not ok:  # NaN (left unwritten) fails too
-                raise SystemExit(f"{groups}x{programs}x{warps}x{depth}: {what} off by "
-                                 f"{err:.2e}")
+        check_rms_grads(problem, f"{groups}x{programs}x{warps}x{depth}", dx, dw)
         print(f"  G={groups:2d} P={programs:4d} W={warps:2d} D={depth} lanes={block:5d}"
               f"  {us:7.1f} us  "
               f"{nbytes / us / 1e6 / tbps:.3f} of copy  x{ext_us / us:.3f} over inductor_ext "
@@ -273,10 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                          "rows ahead (1 or 2); @auto: the rule of rule_configs")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read")
     args = ap.parse_args(argv)
-    require_cuda("bench_row_exchange_floor")
-    timer = GraphTimer(args.flush)
-    tbps = copy_tbps(timer)
-    print(f"copy {tbps:.3f} TB/s (32768x4096 bf16 add)")
+    timer, tbps = probe_timer("bench_row_exchange_floor", args.flush)
     for spec in args.cases.split(","):
         run_case(timer, spec, tbps)
     return 0

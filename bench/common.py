@@ -8,7 +8,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 
 import torch
@@ -431,3 +431,95 @@ def apply_setting(setting: str) -> None:
         inductor_ext.config.tuning = {"cuda": parse_settings("cuda", setting)}
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
+
+
+class RmsCase(NamedTuple):
+    """A probe's RMSNorm case, `rms:MxN:dtype[:wdtype]`."""
+    M: int
+    N: int
+    dtype: torch.dtype
+    wdtype: torch.dtype
+
+
+def parse_rms_case(spec: str) -> RmsCase:
+    """`rms:MxN:dtype[:wdtype]` (the weights in x's dtype unless given); what follows an
+    `@` is the caller's."""
+    case = spec.partition("@")[0]
+    op, shape, dt, wdt = (case.split(":") + [""])[:4]
+    if op != "rms" or dt not in DTYPE_NAMES or (wdt and wdt not in DTYPE_NAMES):
+        raise SystemExit(f"{spec!r} is not rms:MxN:dtype[:wdtype] (RMSNorm only; dtypes "
+                         f"{', '.join(DTYPES)})")
+    M, N = (int(v) for v in shape.split("x"))
+    return RmsCase(M, N, DTYPE_NAMES[dt], DTYPE_NAMES[wdt] if wdt else DTYPE_NAMES[dt])
+
+
+class RmsProblem(NamedTuple):
+    """An RMSNorm backward's inputs (rstd in fp32, as the forward saves it) and its float64
+    gradients."""
+    fn: Callable[..., torch.Tensor]
+    x: torch.Tensor
+    w: torch.Tensor
+    dy: torch.Tensor
+    rstd: torch.Tensor
+    ref_dx: torch.Tensor
+    ref_dw: torch.Tensor
+    min_bytes: int
+
+
+def rms_problem(M: int, N: int, dtype: torch.dtype, wdtype: torch.dtype,
+                device: str = "cuda") -> RmsProblem:
+    torch.manual_seed(0)
+    fn, (x, w, _), dy = make_problem("rms", M, N, dtype, device=device, wdtype=wdtype)
+    x, w = x.detach(), w.detach()
+    xd, dyd, wd = x.double(), dy.double(), w.double()
+    rstd = torch.rsqrt(xd.pow(2).mean(1) + 1e-6)
+    wdy = wd * dyd
+    ref_dx = (rstd[:, None] * wdy
+              - xd * (rstd ** 3 / N)[:, None] * (wdy * xd).sum(1, keepdim=True))
+    ref_dw = (dyd * xd * rstd[:, None]).sum(0)
+    return RmsProblem(fn, x, w, dy, rstd.float(), ref_dx, ref_dw,
+                      min_bytes("rms", M, N, dtype.itemsize, wdtype.itemsize))
+
+
+def check_rms_grads(p: RmsProblem, label: str, dx: torch.Tensor, dw: torch.Tensor) -> None:
+    """Stop, naming `label`, unless dx and dw are within their dtypes' tolerances of
+    float64 (NaN, a gradient left unwritten, fails too)."""
+    for what, got, want in (("dx", dx, p.ref_dx), ("dw", dw, p.ref_dw)):
+        ok, err = check([got], [want])
+        if not ok:
+            raise SystemExit(f"{label}: {what} off by {err:.2e}")
+
+
+def time_inductor_ext(timer: GraphTimer, p: RmsProblem, tbps: float) -> float:
+    """Print the case's copy-speed time and its same-size add; check torch.compile with
+    inductor_ext against float64 and return its time (us)."""
+    M, N = p.x.shape
+    copy_us = 3 * M * N * p.x.dtype.itemsize / (tbps * 1e12) * 1e6
+    _, _, graph = timer.run(copy_add(M * N, p.x.dtype))
+    print(f"  copy speed {copy_us:.1f} us, same-size add {timer.time_us(graph):.1f} us")
+    xg, wg = p.x.clone().requires_grad_(), p.w.clone().requires_grad_()
+    compiled = torch.compile(p.fn, options=inductor_ext.options(), dynamic=False)
+    holder = {}
+
+    def prepare():
+        holder["y"] = compiled(xg, wg, None)
+
+    def step():
+        return torch.autograd.grad(holder["y"], [xg, wg], p.dy, retain_graph=True)
+
+    _, (gx, gw), graph = timer.run(step, prepare)
+    check_rms_grads(p, "inductor_ext", gx, gw)
+    ext_us = timer.time_us(graph)
+    print(f"  inductor_ext           {ext_us:7.1f} us  "
+          f"{p.min_bytes / ext_us / 1e6 / tbps:.3f} of copy")
+    return ext_us
+
+
+def probe_timer(script: str, flush: str) -> tuple[GraphTimer, float]:
+    """A probe's start on the GPU: the timer with its L2 flush and this run's copy
+    bandwidth (TB/s), printed."""
+    require_cuda(script)
+    timer = GraphTimer(flush)
+    tbps = copy_tbps(timer)
+    print(f"copy {tbps:.3f} TB/s (32768x4096 bf16 add)")
+    return timer, tbps

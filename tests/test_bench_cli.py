@@ -67,6 +67,7 @@ def test_shapes_and_minimum_bytes():
 
 GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
                "bench_column_strip_floor", "bench_row_exchange_floor",
+               "bench_unaligned_rows_floor",
                "profile_backward", "bench_distributed", "profile_model", "ncu_backward"]
 
 
@@ -142,6 +143,49 @@ def test_row_exchange_probe_kernel_matches_float64(depth):
                           ("8x528x4x3", "depth is 1 or 2")):
         with pytest.raises(SystemExit, match=re.escape(message)):
             probe.parse_configs(spec)
+
+
+@pytest.mark.parametrize("dtype, wdtype, N", [
+    (torch.float16, torch.float16, 203),   # odd N: every row a different shift
+    (torch.bfloat16, torch.float32, 202),  # N % 8 == 2: four shifts
+    (torch.float32, torch.float32, 130),   # fp32, N % 4 == 2: two shifts
+])
+@pytest.mark.parametrize("aligned", [0, 1, 2, 3])
+def test_unaligned_rows_probe_kernel_matches_float64(dtype, wdtype, N, aligned):
+    """bench_unaligned_rows_floor.py's kernel, rows read from the 16-byte boundary before
+    their start (aligned=1; 2: dx stored element-wise; 3: its edges gathered) or as they
+    lie, against float64 within the dtype's tolerance: the shifted lanes, the over-read
+    zeroed, the dx edges stored apart, and the dw partials shifted back. (The interpreter
+    shows the indexing, not the vector widths.)"""
+    import bench_unaligned_rows_floor as probe
+    import triton
+
+    M, vec = 37, 16 // dtype.itemsize
+    P = probe.program_counts(N, vec, 3, (1, 2))[-1]
+    assert P * N % vec == 0  # every row a program walks has its shift
+    p = common.rms_problem(M, N, dtype, wdtype, device="cpu")
+    # The last row's over-read must stay inside the allocation, as it does on the GPU
+    # (one 16-byte granule): give the inputs a padded storage.
+    x, dy = (torch.cat([t.flatten(), t.new_zeros(vec)])[:M * N].view(M, N)
+             for t in (p.x, p.dy))
+    ws = torch.empty(P, N)
+    dx, dw = torch.full_like(x, float("nan")), torch.full_like(p.w, float("nan"))
+    block = triton.next_power_of_2(N + vec - 1)
+    with cpu_interpret():
+        probe._rms_backward_rows[(P,)](dy, x, p.w, p.rstd, dx, ws, M, N=N, BLOCK=block,
+                                       ROWS=2, VEC=vec, ALIGNED=aligned)
+        common.fold_workspace_columns[(triton.cdiv(N, 16),)](
+            ws, dw, None, P, N=N, COLS=16, ROWS_P2=triton.next_power_of_2(P), OUTPUTS=1)
+    common.check_rms_grads(p, "probe", dx, dw)  # within the dtype's tolerance of float64
+    with pytest.raises(SystemExit, match="probe: dw off by"):
+        common.check_rms_grads(p, "probe", dx, dw * 1.1)
+    # Program counts keep P * N on whole vectors: odd N needs multiples of 8 at 16 bits.
+    assert probe.program_counts(4918, 8, 132, (1, 2, 4)) == [132, 264, 528]
+    assert probe.program_counts(10167, 8, 132, (1, 2)) == [128, 264]
+    with pytest.raises(SystemExit, match="is not rms:MxN:dtype"):
+        common.parse_rms_case("ln:64x128:bf16")
+    assert common.parse_rms_case("rms:4x8:bf16:fp32@auto") == (
+        4, 8, torch.bfloat16, torch.float32)
 
 
 def test_profile_model_names_a_bad_variant():
