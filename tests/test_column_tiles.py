@@ -13,6 +13,7 @@ from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
 from inductor_ext.codegen.rewrites import (
+    aligned_row_vectors,
     chunk_row_sums,
     keep_row_tiles,
     stream_row_stores,
@@ -505,6 +506,110 @@ def test_short_rows_in_kept_tiles_fold_whole_blocks_once(cuda_knobs, plugin, M, 
         assert len(adds) == 1 and "tl.sum(" not in adds[0]
         assert sum(f"tl.sum({acc}, 0)[None, :]" in line and "tl.store(ws_ptr" in line
                    for line in lines) == 1
+
+
+@pytest.mark.parametrize("M, N, es, columns, aligned", [
+    (9411, 5555, 2, 1, True),    # odd N, 16-bit: rows off 4 bytes, one row a block
+    (20000, 3001, 2, 2, True),   # LayerNorm too (persistent: its 4953 is column-tiled)
+    (1682, 3033, 2, 1, True),    # 4096 lanes: one row a block instead of two
+    (17693, 4918, 2, 1, False),  # N % 8 == 6: rows on 4 bytes (their loads are b32)
+    (61403, 1261, 2, 1, False),  # odd, but several rows a block
+    (3001, 4095, 4, 1, False),   # fp32
+    (16384, 4096, 2, 1, False),  # on 16-byte vectors
+])
+def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
+    """A persistent row of 16-bit elements off 4 bytes (N odd) of 2049 columns or more runs
+    one row a block as whole 16-byte vectors from the boundary before its start (with
+    `aligned_row_min_n` 2049; the default keeps it off until measured on a GPU): the plan
+    says its vector (8 elements), every launch's row programs are a multiple of 8 (each
+    program's rows then share one shift), every config is one row a block, and nothing is
+    double-buffered. Every other row keeps its plan, as does a split or strided group."""
+    from inductor_ext.plan import PlanOptions
+    from inductor_ext.targets.cuda import plan as cuda_plan
+    from inductor_ext.targets.cuda.tuning import CudaTuning
+    from tests.test_cost_model import H100, _norm
+
+    got = _h100_plan(M, N, es, columns, aligned_row_min_n=2049)
+    off = _h100_plan(M, N, es, columns)  # off by default until measured on a GPU
+    if not aligned:
+        assert got == off and got.row_vector == 0
+        return
+    assert (got.row_vector, got.block_m, got.prefetch, got.column_tiled) == (8, 1, False, False)
+    assert got.extra == (("row_vector", 8),) and off.row_vector == 0
+    counts = {got.programs} | {dict(c).get("RPROGRAMS", got.programs) for c in got.configs}
+    assert all(count % 8 == 0 for count in counts) and len(counts) > 1
+    assert got.configs and {dict(c)["XBLOCK"] for c in got.configs} == {1}
+    # Four warps a program (eight vectors a thread at 8192 lanes) among the configs.
+    assert 4 in {dict(c)["num_warps"] for c in got.configs}
+    on = CudaTuning(aligned_row_min_n=2049)
+    split = cuda_plan.plan(_norm(M, N, es, columns), H100, on, PlanOptions(split_size=64))
+    strided = cuda_plan.plan(_norm(M, N, es, columns, strided=True), H100, on,
+                             PlanOptions())
+    assert split.row_vector == 0 and strided.row_vector == 0
+
+
+@pytest.mark.parametrize("op, M, N, dtype, wdtype", [
+    ("rms", 37, 2051, torch.bfloat16, torch.bfloat16),  # every program's shift differs
+    ("rms", 24, 2113, torch.float16, torch.float32),
+    ("ln", 29, 2053, torch.bfloat16, torch.bfloat16),
+])
+def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, dtype,
+                                                  wdtype):
+    """The aligned rows in the interpreter: right against float64 (the shifted lanes, the
+    over-read zeroed, dx's middle and edges, the workspace's shifted columns), with the
+    row loads from the vector boundary, dx stored as a vector middle and its gathered
+    edges, and the rewrite counted."""
+    from inductor_ext.codegen import rewrites
+
+    cuda_knobs(aligned_row_min_n=2049)
+    rewrites.reset()
+    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(N, dtype=wdtype)).requires_grad_()
+    b = (0.1 * torch.randn(N, dtype=wdtype)).requires_grad_()
+    dy = torch.randn(M, N, dtype=dtype)
+    inputs = [x, w] if op == "rms" else [x, w, b]
+    norm = rms_norm if op == "rms" else layer_norm
+
+    def fn(*args):
+        return autograd_grads(norm, list(args[:-1]), args[-1])
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), *inputs, dy)
+    assert_close(got, float64_grads(norm, inputs, dy), names=["dx", "dw", "db"][:len(got)])
+    fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
+                 if "for xoffset in" in src)
+    assert "'extra': (('row_vector', 8),)" in fused
+    lines = [line.strip() for line in fused.splitlines()]
+    assert "_mo_shift = (tl.program_id(0) * r0_numel) % 8" in lines
+    row_loads = [line for line in lines if f"({N}*x0) // 8 * 8 + r0_index)" in line
+                 and "tl.load(" in line]
+    assert len(row_loads) == 2 and all(line.count("tl.where(r0_mask, tl.load(") == 1
+                                       and "_mo_read" in line for line in row_loads)
+    stores = [line for line in lines if line.startswith("tl.store(out_ptr")]
+    assert len(stores) == 2 and "_mo_body" in stores[0] and "tl.gather(" in stores[1]
+    assert not any(f"r0_1 + {N}*x0" in line for line in lines)
+    assert rewrites.applied()["aligned_row_vectors"] == 1 and not rewrites.missed()
+
+
+def test_aligned_row_vectors_text_misses_without_its_lines():
+    """The rewrite changes nothing (a miss, which raises: it is required) unless it finds
+    the column mask, the column and a row load and store; a row of another length is
+    left as it is."""
+    head = textwrap.dedent("""\
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+    """)
+    load = "    tmp0 = tl.load(in_ptr0 + (r0_1 + 2051*x0), r0_mask, other=0.0)\n"
+    store = "    tl.store(out_ptr1 + (r0_1 + 2051*x0), tmp5, r0_mask)\n"
+    assert aligned_row_vectors(head + load, 2051, 8) == head + load
+    assert aligned_row_vectors(head + store, 2051, 8) == head + store
+    assert aligned_row_vectors(head + load + store, 2053, 8) == head + load + store
+    out = aligned_row_vectors(head + load + store, 2051, 8)
+    assert "tl.load(in_ptr0 + ((2051*x0) // 8 * 8 + r0_index), _mo_read, other=0.0)" in out
+    assert "r0_1 = r0_index - _mo_shift" in out
+    from inductor_ext.codegen import rewrites
+    with pytest.raises(rewrites.RewriteMissed, match="aligned_row_vectors"):
+        rewrites.apply("aligned_row_vectors", head + load, 2051, 8)
 
 
 def test_keep_row_tiles_text():

@@ -80,6 +80,23 @@ def program_counts(cuda_knobs) -> None:
     assert "RPROGRAMS : tl.constexpr" in code
 
 
+def aligned_rows(cuda_knobs) -> None:
+    """RMSNorm of 16-bit rows off 4 bytes (N odd) read and written as whole 16-byte
+    vectors from the boundary before each row's start (off by default)."""
+    cuda_knobs(aligned_row_min_n=2049)
+    x = torch.randn(37, 2051, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(2051, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(37, 2051, dtype=torch.bfloat16)
+
+    def fn(x, w, dy):
+        return autograd_grads(rms_norm, [x, w], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
+    assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
+    assert "_mo_shift" in "\n".join(codes)
+
+
 def ascend(cuda_knobs) -> None:
     """The Ascend flavor on stock Inductor, one tile and column-tiled: it needs none of the
     rewrites, and must not miss any either."""
@@ -100,6 +117,7 @@ CASES = {
     "prefetch_next_block": double_buffered,
     "autotune_decorator": autotuned,
     "program_count_argument": program_counts,
+    "aligned_row_vectors": aligned_rows,
 }
 
 

@@ -378,6 +378,100 @@ def prefetch_next_block(code: str, names: list[str]) -> str:
     return _joined_like(out, code)
 
 
+# -- persistent kernels: rows read and written as whole 16-byte vectors (CUDA) -------------
+
+#: Inductor's column mask of a padded persistent row, and its column index variable.
+_PADDED_COLUMN_MASK = re.compile(r"^(\s*)r0_mask = r0_index < r0_numel$")
+_PADDED_COLUMN_INDEX = re.compile(r"^(\s*)(r0_\d+) = r0_index$")
+#: A one-line access of an [M, N] row at `(<column> + <N>*<row>)`: the pointer, column and
+#: row variables, the mask, and (loads) the keyword arguments.
+_ROW_ACCESS_LOAD = re.compile(
+    r"tl\.load\((\w+) \+ \((r0_\d+) \+ (\d+)\*(x\d+)\), ([^(),]+), ([^()]*)\)")
+_ROW_ACCESS_STORE = re.compile(
+    r"^(\s*)tl\.store\((\w+) \+ \((r0_\d+) \+ (\d+)\*(x\d+)\), (\w+), ([^(),]+)\)$")
+
+
+def aligned_row_setup(indent: str, vector: int) -> list[str]:
+    """The shift of this program's rows from a vector boundary (every row it walks: the
+    row programs are a multiple of `vector`), the row's lanes under it, the whole vectors
+    read, the whole vectors written and the at most 2 * `vector` edge lanes written
+    apart."""
+    v = vector
+    return [f"{indent}{line}" for line in (
+        f"_mo_shift = (tl.program_id(0) * r0_numel) % {v}",
+        "r0_mask = (r0_index >= _mo_shift) & (r0_index < _mo_shift + r0_numel)",
+        f"_mo_read = r0_index < (_mo_shift + r0_numel + {v - 1}) // {v} * {v}",
+        f"_mo_first = (_mo_shift + {v - 1}) // {v} * {v}",
+        f"_mo_end = (_mo_shift + r0_numel) // {v} * {v}",
+        "_mo_body = (r0_index >= _mo_first) & (r0_index < _mo_end)",
+        f"_mo_lanes = tl.arange(0, {2 * v})[None, :]",
+        f"_mo_edge = tl.minimum(tl.where(_mo_lanes < {v}, _mo_lanes, "
+        f"_mo_end + _mo_lanes - {v}), R0_BLOCK - 1)",
+        "_mo_edge_mask = ((_mo_edge >= _mo_shift) & (_mo_edge < _mo_shift + r0_numel)"
+        " & ((_mo_edge < _mo_first) | (_mo_edge >= _mo_end)))",
+    )]
+
+
+@_register("aligned_row_vectors",
+           "`r0_mask = r0_index < r0_numel`, `r0_<k> = r0_index` and row accesses "
+           "`tl.load(in_ptrN + (r0_<k> + <N>*x<j>), <mask>, ...)` / "
+           "`tl.store(out_ptrN + (r0_<k> + <N>*x<j>), tmpN, <mask>)`",
+           required=True)
+def aligned_row_vectors(code: str, N: int, vector: int) -> str:
+    """A persistent row of N columns starting off a `vector`-element boundary, read and
+    written in whole vectors: its lanes shifted by the program's `_mo_shift` (column
+    `r0_<k>` is lane minus shift, under the shifted mask), each row load from the
+    boundary before the row's start under a whole-vector mask then zeroed outside the
+    row, each row store as whole vectors over the row's aligned middle plus its edge
+    lanes gathered from the stored value. Every edit keeps the accessed elements: the
+    text is unchanged (a miss) unless the mask, the column and at least one load and
+    one store of the row are found."""
+    lines = code.splitlines()
+    masks = [i for i, line in enumerate(lines) if _PADDED_COLUMN_MASK.match(line)]
+    columns = [i for i, line in enumerate(lines) if _PADDED_COLUMN_INDEX.match(line)]
+    if len(masks) != 1 or len(columns) != 1:
+        return code
+    column = _PADDED_COLUMN_INDEX.match(lines[columns[0]]).group(2)  # type: ignore[union-attr]
+    v = vector
+
+    def load(match: re.Match[str]) -> str:
+        ptr, col, n, row, mask, kwargs = match.groups()
+        if col != column or int(n) != N or "r0_mask" not in mask:
+            return match.group(0)
+        read = mask.replace("r0_mask", "_mo_read")
+        return (f"tl.where(r0_mask, tl.load({ptr} + (({n}*{row}) // {v} * {v} + r0_index), "
+                f"{read}, {kwargs}), 0.0)")
+
+    out: list[str] = []
+    loads = stores = 0
+    for i, line in enumerate(lines):
+        if i == masks[0]:
+            out += aligned_row_setup(_PADDED_COLUMN_MASK.match(line).group(1), v)  # type: ignore[union-attr]
+            continue
+        if i == columns[0]:
+            out.append(f"{line} - _mo_shift")
+            continue
+        store = _ROW_ACCESS_STORE.match(line)
+        if store is not None:
+            indent, ptr, col, n, row, value, mask = store.groups()
+            if col == column and int(n) == N and "r0_mask" in mask:
+                start = f"({n}*{row}) // {v} * {v}"
+                gathered = (f"tl.gather(tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]), "
+                            f"tl.broadcast_to(_mo_edge, [XBLOCK, {2 * v}]), 1)")
+                out += [f"{indent}tl.store({ptr} + ({start} + r0_index), {value}, "
+                        f"{mask.replace('r0_mask', '_mo_body')})",
+                        f"{indent}tl.store({ptr} + ({start} + _mo_edge), {gathered}, "
+                        f"{mask.replace('r0_mask', '_mo_edge_mask')})"]
+                stores += 1
+                continue
+        rewritten = _ROW_ACCESS_LOAD.sub(load, line)
+        loads += rewritten != line
+        out.append(rewritten)
+    if not loads or not stores:
+        return code
+    return _joined_like(out, code)
+
+
 # -- kernel headers ------------------------------------------------------------------------
 
 FIXED_DECORATOR = "@triton_heuristics.fixed_config("

@@ -215,12 +215,32 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def store_columns_setup(self) -> list[str]:
         return ["r0_cols = tl.arange(0, R0_BLOCK)[None, :]"] if self.column_tiled else []
 
+    @property
+    def row_vector(self) -> int:
+        """Elements of the whole vectors a persistent row is read and written in from the
+        boundary before its start (the plan's `row_vector`; `rewrites.aligned_row_vectors`),
+        or 0. Only where every row a program walks has the program's shift: one row a
+        block in every config, each launch's program count a multiple of the vector, and
+        rows in program-strided order (not per sample, not double-buffered)."""
+        vector = self.plan.row_vector
+        if (not vector or self.column_tiled or self.segmented or self.plan.prefetch
+                or self.plan.row_loop != "strided"):
+            return 0
+        counts = {self.plan.programs} | {int(dict(config).get(PROGRAMS_KEY, self.plan.programs))
+                                         for config in self.plan.configs}
+        rows = {self.plan.block_m} | {int(dict(config).get("XBLOCK", self.plan.block_m))
+                                      for config in self.plan.configs}
+        if rows != {1} or any(count % vector for count in counts):
+            return 0
+        return vector
+
     def stored_columns(self, tile: int) -> tuple[str, str]:
-        """A persistent row's columns, or unrolled tile `tile`'s (its own tile of the row
-        when the row is split in column groups)."""
+        """A persistent row's columns (an aligned row's lanes less its shift), or unrolled
+        tile `tile`'s (its own tile of the row when the row is split in column groups)."""
         masked = self._columns_masked()
         if not self.column_tiled:
-            return "r0_index", "r0_mask" if masked else ""
+            columns = "(r0_index - _mo_shift)" if self.row_vector else "r0_index"
+            return columns, "r0_mask" if masked else ""
         first = rewrites.own_tile(tile, self.plan.group_tiles, self.plan.column_groups)
         cols = f"{first} * R0_BLOCK + r0_cols"
         return cols, f"{cols} < r0_numel" if masked else ""
@@ -232,6 +252,9 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self.codegen_body()
         self._write_row_loop()
         src = super().codegen_kernel(name)
+        if self.row_vector:
+            src = rewrites.apply("aligned_row_vectors", src, int(self.range_trees[1].numel),
+                                 self.row_vector)
         if self.autotuned:
             src = rewrites.apply("autotune_decorator", src)
         if self.programs_per_config:

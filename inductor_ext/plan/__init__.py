@@ -17,7 +17,7 @@ import torch
 from . import tuning as tuning_mod
 from .device import DeviceInfo, assume_device, assumed_devices, device_info
 from .options import PlanOptions
-from .types import PROGRAMS_KEY, FinalizeBlock, LaunchPlan, ShapeInfo
+from .types import PROGRAMS_KEY, ROW_VECTOR_KEY, FinalizeBlock, LaunchPlan, ShapeInfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ def split_rows_reason(shape: ShapeInfo) -> str:
 
 
 __all__ = [
-    "DEFAULT_TARGET", "PROGRAMS_KEY", "PLANNERS", "DeviceInfo", "FinalizeBlock",
+    "DEFAULT_TARGET", "PROGRAMS_KEY", "ROW_VECTOR_KEY", "PLANNERS", "DeviceInfo", "FinalizeBlock",
     "LaunchPlan", "PlanOptions", "Planner", "ShapeInfo", "assume_device", "assumed_devices",
     "device_info", "planner_for", "register_planner", "split_rows_reason", "target_for",
 ]

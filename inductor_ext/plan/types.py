@@ -113,6 +113,10 @@ Config = tuple[tuple[str, int], ...]
 #: A config's key for its row-program count, where a plan offers several (the kernel's
 #: constexpr of the same name; the workspace keeps `LaunchPlan.programs` rows).
 PROGRAMS_KEY = "RPROGRAMS"
+#: A CUDA plan's `extra` key of an aligned row's vector: rows read and written as whole
+#: vectors of this many elements from the boundary before their start (absent: as
+#: Inductor indexes them).
+ROW_VECTOR_KEY = "row_vector"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +131,11 @@ class LaunchPlan:
     num_stages: int
     row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
     extra: tuple[tuple[str, int | str], ...] = ()
+
+    @property
+    def row_vector(self) -> int:
+        """`ROW_VECTOR_KEY` of `extra` (0: absent)."""
+        return int(dict(self.extra).get(ROW_VECTOR_KEY, 0))
     #: Row longer than one tile: the row reduction loops over column tiles (two passes).
     column_tiled: bool = False
     #: Column-tiled only: >0 unrolls the row walk into this many static column tiles, each

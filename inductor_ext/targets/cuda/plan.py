@@ -14,6 +14,7 @@ from ...plan.device import DeviceInfo
 from ...plan.options import PlanOptions
 from ...plan.types import (
     PROGRAMS_KEY,
+    ROW_VECTOR_KEY,
     Config,
     FinalizeBlock,
     LaunchPlan,
@@ -70,11 +71,12 @@ def _rows_to_double_buffer(shape: ShapeInfo, tuning: CudaTuning, programs: int) 
 
 
 def programs_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
-                 block_m: int) -> int:
+                 block_m: int, double_buffered: bool = True) -> int:
     """Programs: SMs x k with k the largest of 4, 2, 1 whose workspace stays within
     `max_workspace_share` of the bytes the kernel moves anyway (or within
-    `max_workspace_l2_share` of the L2) and whose programs each keep at least
-    `prefetch_min_rows` rows (fewer would turn the loads' double buffering off)."""
+    `max_workspace_l2_share` of the L2) and, for rows that may be `double_buffered`,
+    whose programs each keep at least `prefetch_min_rows` rows (fewer would turn the
+    loads' double buffering off)."""
     budget = max(tuning.max_workspace_share * shape.total_bytes,
                  tuning.max_workspace_l2_share * device.l2_bytes)
     blocks = -(-shape.M_hint // block_m)
@@ -82,7 +84,8 @@ def programs_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     while True:
         programs = _programs(shape, tuning, device.cores * per_sm, blocks)
         if per_sm == 1 or (programs * partial_bytes(shape) <= budget
-                           and _rows_to_double_buffer(shape, tuning, programs)):
+                           and (not double_buffered
+                                or _rows_to_double_buffer(shape, tuning, programs))):
             return programs
         per_sm //= 2
 
@@ -385,11 +388,12 @@ def extra_waves_allowed(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning
     return int(tuning.wave_cost_share * seconds // (2 * tuning.load_round_trip_s))
 
 
-#: How a row is walked: one padded tile ("persistent"), column tiles looped at run time
-#: ("looped"), unrolled register tiles one row a block ("unrolled"), a LayerNorm row kept
-#: in its register tiles between the passes ("kept"), or short rows kept in their tiles
-#: in row blocks ("short").
-RowKind = Literal["persistent", "looped", "unrolled", "kept", "short"]
+#: How a row is walked: one padded tile ("persistent"; "aligned": one row a block, read
+#: and written as whole 16-byte vectors from the boundary before its start), column tiles
+#: looped at run time ("looped"), unrolled register tiles one row a block ("unrolled"), a
+#: LayerNorm row kept in its register tiles between the passes ("kept"), or short rows
+#: kept in their tiles in row blocks ("short").
+RowKind = Literal["persistent", "aligned", "looped", "unrolled", "kept", "short"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,10 +408,13 @@ class RowLayout:
     block_m: int
     groups: int = 1
     register_tiles: int = 0
+    #: Elements of a 16-byte vector of an aligned row: its row programs are a multiple of
+    #: it, so that every row a program walks starts at the same shift from a vector.
+    vector: int = 0
 
     @property
     def column_tiled(self) -> bool:
-        return self.kind != "persistent"
+        return self.kind not in ("persistent", "aligned")
 
     @property
     def keep_rows(self) -> bool:
@@ -429,13 +436,20 @@ class RowLayout:
     def programs(self, shape: ShapeInfo, device: DeviceInfo, block_m: int) -> int:
         if self.row_registers:
             return register_tiled_programs(shape, device, self.tuning, self.groups)
-        return programs_for(shape, device, self.tuning, block_m)
+        if not self.vector:
+            return programs_for(shape, device, self.tuning, block_m)
+        programs = programs_for(shape, device, self.tuning, block_m, double_buffered=False)
+        return max(self.vector, programs // self.vector * self.vector)
 
     def block_warps(self, shape: ShapeInfo, rows: int) -> int:
         """Warps of a block of `rows` rows: one 16-byte vector a thread of each short-row
         tile, else one warp per `elems_per_warp` elements of the tile (at least 2)."""
         if self.block_partials:
             return vector_warps(shape, rows, self.r0_block)
+        if self.vector:
+            # Eight vectors a thread of x and of dy in flight: 4 warps at 8192 lanes ran
+            # x1.3-x1.4 faster than 8 (H200 probe, bench/NOTES.md session 38).
+            return max(2, rows * self.r0_block // (32 * 8 * self.vector))
         return max(2, rows * self.r0_block // self.tuning.elems_per_warp)
 
     def num_warps(self, shape: ShapeInfo, block_m: int, max_warps: int) -> int:
@@ -463,7 +477,12 @@ class RowLayout:
         if self.row_registers:
             return fewer_register_tiled_programs(shape, device, self.tuning, programs,
                                                  self.groups)
-        return fewer_programs(shape, device, self.tuning, programs, block_m, self.r0_block)
+        fewer = fewer_programs(shape, device, self.tuning, programs, block_m, self.r0_block)
+        if self.vector:
+            rounded = {max(self.vector, count // self.vector * self.vector) for count in fewer}
+            fewer = tuple(sorted((count for count in rounded if count < programs),
+                                 reverse=True))
+        return fewer
 
     def scaled_warps(self, device: DeviceInfo, counts: Iterable[int], max_warps: int
                      ) -> dict[int, int] | None:
@@ -505,8 +524,25 @@ def row_layout(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         return RowLayout("short", tuning, r0_block=tuning.short_row_tile,
                          block_m=short_row_block(shape, tuning.short_row_tile),
                          register_tiles=short)
+    if vector := aligned_row_vector(shape, tuning, options):
+        return RowLayout("aligned", tuning, r0_block=pow2_n, block_m=1, vector=vector)
     return RowLayout("persistent", tuning, r0_block=pow2_n,
                      block_m=max(1, min(64, tuning.tile_elems // pow2_n)))
+
+
+def aligned_row_vector(shape: ShapeInfo, tuning: CudaTuning, options: PlanOptions) -> int:
+    """Elements of the 16-byte vectors a persistent row is read and written in from the
+    boundary before its start (0: none): 16-bit rows off 4 bytes (N odd), whose
+    element-wise loads and stores bound the kernel by their instructions, of at least
+    `aligned_row_min_n` columns (one row a block) and a vector's count of rows (the row
+    programs are a multiple of it), contiguous and not split."""
+    vector = 16 // shape.elem_bytes
+    if (tuning.aligned_row_min_n <= 0 or shape.N < tuning.aligned_row_min_n
+            or shape.elem_bytes != 2 or shape.N % 2 == 0 or shape.M_hint < vector
+            or options.split_size is not None
+            or shape.strided_bytes or shape.strided_column_bytes):
+        return 0
+    return vector
 
 
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
@@ -527,8 +563,9 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         programs = layout.programs(shape, device, block_m)
     max_warps = warps_at(device, tuning, programs, groups)
     num_warps = layout.num_warps(shape, block_m, max_warps)
-    prefetch = use_prefetch(shape, device, tuning, r0_block, block_m, programs,
-                            column_tiled)
+    # An aligned row's loads are not double-buffered: the probe that measured it had none.
+    prefetch = layout.kind != "aligned" and use_prefetch(shape, device, tuning, r0_block,
+                                                         block_m, programs, column_tiled)
     configs: tuple[Config, ...] = ()
     if not device.interpreted or tuning.autotune_on_cpu:
         configs = layout.configs(shape, device, block_m, max_warps)
@@ -554,6 +591,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
             warps=final_step_warps_for(shape, device, tuning, programs))
     return LaunchPlan(
         target="cuda", programs=programs, block_m=block_m, r0_block=r0_block,
+        extra=((ROW_VECTOR_KEY, layout.vector),) if layout.vector else (),
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
         column_tiled=column_tiled, register_tiles=layout.register_tiles,
         column_groups=groups,

@@ -95,6 +95,14 @@ class CudaTuning:
     short_row_max_columns: int = 1
     short_row_elem_bytes: int = 2
     short_row_min_rows: int = 192
+    #: Persistent rows of 16-bit elements that start off 4 bytes (N odd) and of at least
+    #: this many columns (one row a block) are read and written as whole 16-byte vectors
+    #: from the boundary before each row's start, every program's rows at one shift (row
+    #: programs a multiple of 8; no double buffering); 0: never. H200 probe of the layout:
+    #: x1.16-x1.35 over element-wise accesses of the same kernel, rows on 4 bytes gained
+    #: nothing (bench/NOTES.md, session 38). Off until the plugin's kernels with it are
+    #: checked and timed on a GPU (2049 is the rule the probe supports).
+    aligned_row_min_n: int = 0
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
