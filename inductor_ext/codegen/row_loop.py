@@ -215,13 +215,15 @@ class MixOrderKernelMixin(MixOrderKernelBase):
     def store_columns_setup(self) -> list[str]:
         return ["r0_cols = tl.arange(0, R0_BLOCK)[None, :]"] if self.column_tiled else []
 
-    @property
+    @functools.cached_property
     def row_vector(self) -> int:
         """Elements of the whole vectors a persistent row is read and written in from the
         boundary before its start (the plan's `row_vector`; `rewrites.aligned_row_vectors`),
         or 0. Only where every row a program walks has the program's shift: one row a
         block in every config, each launch's program count a multiple of the vector, and
-        rows in program-strided order (not per sample, not double-buffered)."""
+        rows in program-strided order (not per sample, not double-buffered). A plan asking
+        for it where a launch would break the shift records a miss of the rewrite, once.
+        Cached: the plan does not change once the kernel is built."""
         vector = self.plan.row_vector
         if (not vector or self.column_tiled or self.segmented or self.plan.prefetch
                 or self.plan.row_loop != "strided"):
@@ -231,6 +233,9 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         rows = {self.plan.block_m} | {int(dict(config).get("XBLOCK", self.plan.block_m))
                                       for config in self.plan.configs}
         if rows != {1} or any(count % vector for count in counts):
+            rewrites.record_miss("aligned_row_vectors",
+                                 "a launch of several rows a block or of programs not a "
+                                 "multiple of the vector: the rows keep Inductor's indexing")
             return 0
         return vector
 

@@ -438,7 +438,12 @@ class RowLayout:
             return register_tiled_programs(shape, device, self.tuning, self.groups)
         if not self.vector:
             return programs_for(shape, device, self.tuning, block_m)
-        programs = programs_for(shape, device, self.tuning, block_m, double_buffered=False)
+        return self.on_vectors(programs_for(shape, device, self.tuning, block_m,
+                                            double_buffered=False))
+
+    def on_vectors(self, programs: int) -> int:
+        """An aligned row's program count: rounded down to a multiple of the vector (at
+        least one vector), so each program's rows share one shift."""
         return max(self.vector, programs // self.vector * self.vector)
 
     def block_warps(self, shape: ShapeInfo, rows: int) -> int:
@@ -479,8 +484,7 @@ class RowLayout:
                                                  self.groups)
         fewer = fewer_programs(shape, device, self.tuning, programs, block_m, self.r0_block)
         if self.vector:
-            rounded = {max(self.vector, count // self.vector * self.vector) for count in fewer}
-            fewer = tuple(sorted((count for count in rounded if count < programs),
+            fewer = tuple(sorted({self.on_vectors(count) for count in fewer} - {programs},
                                  reverse=True))
         return fewer
 
