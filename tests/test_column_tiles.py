@@ -512,6 +512,8 @@ def test_short_rows_in_kept_tiles_fold_whole_blocks_once(cuda_knobs, plugin, M, 
     (9411, 5555, 2, 1, True),    # odd N, 16-bit: rows off 4 bytes, one row a block
     (20000, 3001, 2, 2, True),   # LayerNorm too (persistent: its 4953 is column-tiled)
     (1682, 3033, 2, 1, True),    # 4096 lanes: one row a block instead of two
+    (1084, 6829, 2, 1, True),    # 1024 rows or more for one column sum...
+    (1827, 2451, 2, 2, False),   # ...but LayerNorm's two need 2048
     (17693, 4918, 2, 1, False),  # N % 8 == 6: rows on 4 bytes (their loads are b32)
     (61403, 1261, 2, 1, False),  # odd, but several rows a block
     (3001, 4095, 4, 1, False),   # fp32
@@ -519,18 +521,20 @@ def test_short_rows_in_kept_tiles_fold_whole_blocks_once(cuda_knobs, plugin, M, 
 ])
 def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
     """A persistent row of 16-bit elements off 4 bytes (N odd) of 2049 columns or more runs
-    one row a block as whole 16-byte vectors from the boundary before its start (with
-    `aligned_row_min_n` 2049; the default keeps it off until measured on a GPU): the plan
+    one row a block as whole 16-byte vectors from the boundary before its start: the plan
     says its vector (8 elements), every launch's row programs are a multiple of 8 (each
-    program's rows then share one shift), every config is one row a block, and nothing is
-    double-buffered. Every other row keeps its plan, as does a split or strided group."""
+    program's rows then share one shift), every config is one row a block, and nothing
+    is double-buffered. Every other row keeps its plan, as does a split or strided group,
+    one with fp32 weights, or one of fewer than 1024 rows per column sum."""
+    import dataclasses
+
     from inductor_ext.plan import PlanOptions
     from inductor_ext.targets.cuda import plan as cuda_plan
     from inductor_ext.targets.cuda.tuning import CudaTuning
     from tests.test_cost_model import H100, _norm
 
-    got = _h100_plan(M, N, es, columns, aligned_row_min_n=2049)
-    off = _h100_plan(M, N, es, columns)  # off by default until measured on a GPU
+    got = _h100_plan(M, N, es, columns)
+    off = _h100_plan(M, N, es, columns, aligned_row_min_n=0)
     if not aligned:
         assert got == off and got.row_vector == 0
         return
@@ -541,27 +545,29 @@ def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
     assert got.configs and {dict(c)["XBLOCK"] for c in got.configs} == {1}
     # Four warps a program (eight vectors a thread at 8192 lanes) among the configs.
     assert 4 in {dict(c)["num_warps"] for c in got.configs}
-    on = CudaTuning(aligned_row_min_n=2049)
-    split = cuda_plan.plan(_norm(M, N, es, columns), H100, on, PlanOptions(split_size=64))
-    strided = cuda_plan.plan(_norm(M, N, es, columns, strided=True), H100, on,
-                             PlanOptions())
-    assert split.row_vector == 0 and strided.row_vector == 0
+    shape = _norm(M, N, es, columns)
+    for other, options in [(shape, PlanOptions(split_size=64)),
+                           (_norm(M, N, es, columns, strided=True), PlanOptions()),
+                           (dataclasses.replace(shape, weight_elem_bytes=4), PlanOptions())]:
+        assert cuda_plan.plan(other, H100, CudaTuning(), options).row_vector == 0
+    assert cuda_plan.plan(dataclasses.replace(shape, weight_elem_bytes=2), H100,
+                          CudaTuning(), PlanOptions()) == got
 
 
 @pytest.mark.parametrize("op, M, N, dtype, wdtype", [
     ("rms", 37, 2051, torch.bfloat16, torch.bfloat16),  # every program's shift differs
-    ("rms", 24, 2113, torch.float16, torch.float32),
+    ("rms", 24, 2113, torch.float16, torch.float16),
     ("ln", 29, 2053, torch.bfloat16, torch.bfloat16),
 ])
 def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, dtype,
                                                   wdtype):
     """The aligned rows in the interpreter: right against float64 (the shifted lanes, the
     over-read zeroed, dx's middle and edges, the workspace's shifted columns), with the
-    row loads from the vector boundary, dx stored as a vector middle and its gathered
-    edges, and the rewrite counted."""
+    row loads from the vector boundary, dx stored as a vector middle and the lanes of its
+    first and last vectors (no `tl.gather`), and the rewrite counted."""
     from inductor_ext.codegen import rewrites
 
-    cuda_knobs(aligned_row_min_n=2049)
+    cuda_knobs(aligned_row_min_rows_per_column=0)  # the interpreter's rows are few
     rewrites.reset()
     x = torch.randn(M, N, dtype=dtype, requires_grad=True)
     w = (1 + 0.1 * torch.randn(N, dtype=wdtype)).requires_grad_()
@@ -586,9 +592,30 @@ def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, d
     assert len(row_loads) == 2 and all(line.count("tl.where(r0_mask, tl.load(") == 1
                                        and "_mo_read" in line for line in row_loads)
     stores = [line for line in lines if line.startswith("tl.store(out_ptr")]
-    assert len(stores) == 2 and "_mo_body" in stores[0] and "tl.gather(" in stores[1]
+    assert len(stores) == 3 and "_mo_body" in stores[0] and "tl.gather(" not in fused
+    assert "_mo_head_mask" in stores[1] and "_mo_vec == 0, _mo_vectors" in stores[1]
+    assert "_mo_tail_mask" in stores[2] and "_mo_vec == _mo_end // 8, _mo_vectors" in stores[2]
     assert not any(f"r0_1 + {N}*x0" in line for line in lines)
     assert rewrites.applied()["aligned_row_vectors"] == 1 and not rewrites.missed()
+
+
+@pytest.mark.parametrize("wdtype, aligned", [(torch.float32, False), (torch.float16, True)])
+def test_fp32_weights_keep_odd_rows_element_wise(plugin, cuda_knobs, wdtype, aligned):
+    """The hook reads the weight's element size (fp32: 4 bytes, read at every row's shifted
+    columns), and the aligned rows decline wider weights than the rows."""
+    cuda_knobs(aligned_row_min_rows_per_column=0)
+    x = torch.randn(24, 2113, dtype=torch.float16, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(2113, dtype=wdtype)).requires_grad_()
+    dy = torch.randn(24, 2113, dtype=torch.float16)
+
+    def fn(x, w, dy):
+        return autograd_grads(rms_norm, [x, w], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
+    assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
+    assert ("_mo_shift" in "\n".join(codes)) == aligned
+    assert inductor_ext.metrics.mix_order_kernels == 1
 
 
 def test_aligned_row_vectors_text_misses_without_its_lines():

@@ -82,8 +82,8 @@ def program_counts(cuda_knobs) -> None:
 
 def aligned_rows(cuda_knobs) -> None:
     """RMSNorm of 16-bit rows off 4 bytes (N odd) read and written as whole 16-byte
-    vectors from the boundary before each row's start (off by default)."""
-    cuda_knobs(aligned_row_min_n=2049)
+    vectors from the boundary before each row's start."""
+    cuda_knobs(aligned_row_min_rows_per_column=0)  # 37 rows
     x = torch.randn(37, 2051, dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(2051, dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(37, 2051, dtype=torch.bfloat16)

@@ -394,8 +394,8 @@ _ROW_ACCESS_STORE = re.compile(
 def aligned_row_setup(indent: str, vector: int) -> list[str]:
     """The shift of this program's rows from a vector boundary (every row it walks: the
     row programs are a multiple of `vector`), the row's lanes under it, the whole vectors
-    read, the whole vectors written and the at most 2 * `vector` edge lanes written
-    apart."""
+    read, the whole vectors written, and the lanes of the row's first and last vectors
+    (its edges, written apart: a whole vector there would overwrite the next row's)."""
     v = vector
     return [f"{indent}{line}" for line in (
         f"_mo_shift = (tl.program_id(0) * r0_numel) % {v}",
@@ -404,11 +404,33 @@ def aligned_row_setup(indent: str, vector: int) -> list[str]:
         f"_mo_first = (_mo_shift + {v - 1}) // {v} * {v}",
         f"_mo_end = (_mo_shift + r0_numel) // {v} * {v}",
         "_mo_body = (r0_index >= _mo_first) & (r0_index < _mo_end)",
-        f"_mo_lanes = tl.arange(0, {2 * v})[None, :]",
-        f"_mo_edge = tl.minimum(tl.where(_mo_lanes < {v}, _mo_lanes, "
-        f"_mo_end + _mo_lanes - {v}), R0_BLOCK - 1)",
-        "_mo_edge_mask = ((_mo_edge >= _mo_shift) & (_mo_edge < _mo_shift + r0_numel)"
-        " & ((_mo_edge < _mo_first) | (_mo_edge >= _mo_end)))",
+        f"_mo_lanes = tl.arange(0, {v})[None, :]",
+        f"_mo_vec = tl.arange(0, R0_BLOCK // {v})[None, :, None]",
+        "_mo_head_mask = ((_mo_lanes >= _mo_shift) & (_mo_lanes < _mo_first)"
+        " & (_mo_lanes < _mo_shift + r0_numel))",
+        "_mo_tail_mask = ((_mo_end + _mo_lanes >= _mo_first)"
+        " & (_mo_end + _mo_lanes < _mo_shift + r0_numel))",
+    )]
+
+
+def aligned_row_edges(indent: str, ptr: str, start: str, value: str, mask: str,
+                      vector: int) -> list[str]:
+    """Stores of a row's first and last vectors' lanes (under `mask` with the row's lanes
+    in place of `r0_mask`): each vector picked out of the row's [XBLOCK, R0_BLOCK / v, v]
+    view by a sum that keeps one vector (the others zero; exact). Not `tl.gather`, which
+    Triton lowers to tens of thousands of warp shuffles at 8192 lanes (68k PTX lines,
+    seconds to build a config: bench/NOTES.md, session 39)."""
+    v = vector
+    vectors = (f"tl.reshape(tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]), "
+               f"[XBLOCK, R0_BLOCK // {v}, {v}])")
+    return [f"{indent}{line}" for line in (
+        f"_mo_vectors = {vectors}",
+        f"tl.store({ptr} + ({start} + _mo_lanes), "
+        f"tl.sum(tl.where(_mo_vec == 0, _mo_vectors, 0.0), 1), "
+        f"{mask.replace('r0_mask', '_mo_head_mask')})",
+        f"tl.store({ptr} + ({start} + _mo_end + _mo_lanes), "
+        f"tl.sum(tl.where(_mo_vec == _mo_end // {v}, _mo_vectors, 0.0), 1), "
+        f"{mask.replace('r0_mask', '_mo_tail_mask')})",
     )]
 
 
@@ -422,10 +444,10 @@ def aligned_row_vectors(code: str, N: int, vector: int) -> str:
     written in whole vectors: its lanes shifted by the program's `_mo_shift` (column
     `r0_<k>` is lane minus shift, under the shifted mask), each row load from the
     boundary before the row's start under a whole-vector mask then zeroed outside the
-    row, each row store as whole vectors over the row's aligned middle plus its edge
-    lanes gathered from the stored value. Every edit keeps the accessed elements: the
-    text is unchanged (a miss) unless the mask, the column and at least one load and
-    one store of the row are found."""
+    row, each row store as whole vectors over the row's aligned middle plus the lanes of
+    its first and last vectors picked out of the stored value. Every edit keeps the
+    accessed elements: the text is unchanged (a miss) unless the mask, the column and
+    at least one load and one store of the row are found."""
     lines = code.splitlines()
     masks = [i for i, line in enumerate(lines) if _PADDED_COLUMN_MASK.match(line)]
     columns = [i for i, line in enumerate(lines) if _PADDED_COLUMN_INDEX.match(line)]
@@ -456,12 +478,9 @@ def aligned_row_vectors(code: str, N: int, vector: int) -> str:
             indent, ptr, col, n, row, value, mask = store.groups()
             if col == column and int(n) == N and "r0_mask" in mask:
                 start = f"({n}*{row}) // {v} * {v}"
-                gathered = (f"tl.gather(tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]), "
-                            f"tl.broadcast_to(_mo_edge, [XBLOCK, {2 * v}]), 1)")
-                out += [f"{indent}tl.store({ptr} + ({start} + r0_index), {value}, "
-                        f"{mask.replace('r0_mask', '_mo_body')})",
-                        f"{indent}tl.store({ptr} + ({start} + _mo_edge), {gathered}, "
-                        f"{mask.replace('r0_mask', '_mo_edge_mask')})"]
+                out.append(f"{indent}tl.store({ptr} + ({start} + r0_index), {value}, "
+                           f"{mask.replace('r0_mask', '_mo_body')})")
+                out += aligned_row_edges(indent, ptr, start, value, mask, v)
                 stores += 1
                 continue
         rewritten = _ROW_ACCESS_LOAD.sub(load, line)

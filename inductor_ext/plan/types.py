@@ -70,6 +70,9 @@ class ShapeInfo:
     #: (a column strip), so the pieces share their loads with the column side and the
     #: strided operands are read in runs along the original rows.
     walks_pieces: bool = False
+    #: Widest element of the [N] operands the row side reads at every row (a weight; 0:
+    #: none): a row off a vector boundary reads them at shifted columns, element-wise.
+    weight_elem_bytes: int = 0
 
     def to_record(self) -> dict[str, object]:
         """The fields as plain values (the device as its type), for tables and data."""

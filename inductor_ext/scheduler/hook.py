@@ -66,8 +66,8 @@ def _nbytes(name: str) -> tuple[int, int]:
 
 
 def _matrix_itemsize(name: str, matrix_numel: int) -> int:
-    """Element size of a graph buffer of the group's [M, N] elements; 0 for any other
-    buffer (a row statistic, a weight) or one of unknown size."""
+    """Element size of a graph buffer of `matrix_numel` elements (the group's [M, N]; its
+    [N] for a weight); 0 for any other buffer or one of unknown size."""
     nbytes, itemsize = _nbytes(name)
     return itemsize if nbytes and nbytes == matrix_numel * itemsize else 0
 
@@ -126,6 +126,7 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     # Bytes per row element of every [M, N] tensor the kernel loads or stores: the tiles a
     # program holds at once for one row (the Ascend flavor sizes tiles from this).
     row_elem_bytes = sum(_matrix_itemsize(name, matrix_numel) for name in reads | writes)
+    weight_elem_bytes = max((_matrix_itemsize(name, N) for name in inner_reads), default=0)
     return ShapeInfo(M_hint=M_hint, M_static=isinstance(cand.M, (int, sympy.Integer)), N=N,
                      num_columns=len(cand.columns), elem_bytes=elem_bytes,
                      shared_bytes=shared_bytes, total_bytes=total_bytes,
@@ -139,7 +140,8 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
                      strided_column_bytes=sum(_nbytes(name)[0] for name in column_strided),
                      strided_rows_adjacent=rows_adjacent,
                      row_pieces=pieces, walks_pieces=walks_pieces,
-                     rows_after_sums=writes_rows_after_sums(cand, matrix_numel))
+                     rows_after_sums=writes_rows_after_sums(cand, matrix_numel),
+                     weight_elem_bytes=weight_elem_bytes)
 
 
 def planner_for_device(device: torch.device) -> planning.Planner:

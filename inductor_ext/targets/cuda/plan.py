@@ -538,11 +538,14 @@ def aligned_row_vector(shape: ShapeInfo, tuning: CudaTuning, options: PlanOption
     """Elements of the 16-byte vectors a persistent row is read and written in from the
     boundary before its start (0: none): 16-bit rows off 4 bytes (N odd), whose
     element-wise loads and stores bound the kernel by their instructions, of at least
-    `aligned_row_min_n` columns (one row a block) and a vector's count of rows (the row
-    programs are a multiple of it), contiguous and not split."""
+    `aligned_row_min_n` columns (one row a block) and `aligned_row_min_rows_per_column`
+    rows per column sum, contiguous and not split, with weights no wider than the rows
+    (wider ones stay element-wise at every row's shifted columns)."""
     vector = 16 // shape.elem_bytes
     if (tuning.aligned_row_min_n <= 0 or shape.N < tuning.aligned_row_min_n
             or shape.elem_bytes != 2 or shape.N % 2 == 0 or shape.M_hint < vector
+            or shape.weight_elem_bytes > shape.elem_bytes
+            or shape.M_hint < tuning.aligned_row_min_rows_per_column * shape.num_columns
             or options.split_size is not None
             or shape.strided_bytes or shape.strided_column_bytes):
         return 0

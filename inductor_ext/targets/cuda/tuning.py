@@ -96,13 +96,18 @@ class CudaTuning:
     short_row_elem_bytes: int = 2
     short_row_min_rows: int = 192
     #: Persistent rows of 16-bit elements that start off 4 bytes (N odd) and of at least
-    #: this many columns (one row a block) are read and written as whole 16-byte vectors
-    #: from the boundary before each row's start, every program's rows at one shift (row
-    #: programs a multiple of 8; no double buffering); 0: never. H200 probe of the layout:
-    #: x1.16-x1.35 over element-wise accesses of the same kernel, rows on 4 bytes gained
-    #: nothing (bench/NOTES.md, session 38). Off until the plugin's kernels with it are
-    #: checked and timed on a GPU (2049 is the rule the probe supports).
-    aligned_row_min_n: int = 0
+    #: this many columns (one row a block), with weights no wider, are read and written
+    #: as whole 16-byte vectors from the boundary before each row's start, every
+    #: program's rows at one shift (row programs a multiple of 8; no double buffering);
+    #: 0: never. H200, 17 shapes none tuned on: x1.17 geomean (x0.99-x1.71) over
+    #: element-wise accesses; fp32 weights (read element-wise at every row's shifted
+    #: columns) lost on 3 of 5 (bench/NOTES.md, session 39).
+    aligned_row_min_n: int = 2049
+    #: ...and groups of at least this many rows per column sum: each program writes a
+    #: workspace row per column sum, and LayerNorm's few rows (ln 1827x2451, 1996x3089
+    #: fp16) lost x0.63-x0.80 at both program counts tried (112-120 and 360-496), where
+    #: ln 2945 and 3098 rows gained.
+    aligned_row_min_rows_per_column: int = 1024
     #: ...and rows whose partials or L1 bytes are too many for one program split their
     #: tiles over up to this many programs (column groups; each reads the whole row for
     #: the row sums, the second read of the row in L2 shared by the group); 1: never.
