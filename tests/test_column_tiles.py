@@ -543,6 +543,12 @@ def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
     counts = {got.programs} | {dict(c).get("RPROGRAMS", got.programs) for c in got.configs}
     assert all(count % 8 == 0 for count in counts) and len(counts) > 1
     assert got.configs and {dict(c)["XBLOCK"] for c in got.configs} == {1}
+    # What the kernel checks before the rewrite (else it records a miss): one shift per
+    # program in every launch; a launch of two rows a block or of 132 programs breaks it.
+    assert got.keeps_row_shift and not off.keeps_row_shift
+    two_rows = tuple((k, 2 if k == "XBLOCK" else v) for k, v in got.configs[0])
+    assert not dataclasses.replace(got, configs=got.configs + (two_rows,)).keeps_row_shift
+    assert not dataclasses.replace(got, programs=132, configs=()).keeps_row_shift
     # Four warps a program (eight vectors a thread at 8192 lanes) among the configs.
     assert 4 in {dict(c)["num_warps"] for c in got.configs}
     shape = _norm(M, N, es, columns)
@@ -615,6 +621,33 @@ def test_fp32_weights_keep_odd_rows_element_wise(plugin, cuda_knobs, wdtype, ali
         got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
     assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
     assert ("_mo_shift" in "\n".join(codes)) == aligned
+    assert inductor_ext.metrics.mix_order_kernels == 1
+
+
+def test_aligned_rows_a_launch_cannot_keep_are_a_counted_miss(plugin, cuda_knobs,
+                                                              monkeypatch):
+    """A plan asking for aligned rows whose launch would put a program's rows at several
+    shifts (here: program counts not rounded to the vector) keeps Inductor's indexing,
+    stays right, and records one miss of the rewrite, not a silent fallback."""
+    from inductor_ext.codegen import rewrites
+    from inductor_ext.targets.cuda import plan as cuda_plan
+
+    cuda_knobs(aligned_row_min_rows_per_column=0)
+    monkeypatch.setattr(cuda_plan.RowLayout, "on_vectors", lambda self, programs: 9)
+    rewrites.reset()
+    x = torch.randn(37, 2051, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(2051, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(37, 2051, dtype=torch.bfloat16)
+
+    def fn(x, w, dy):
+        return autograd_grads(rms_norm, [x, w], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
+    assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
+    code = "\n".join(codes)
+    assert "'extra': (('row_vector', 8),)" in code and "_mo_shift" not in code
+    assert rewrites.missed() == {"aligned_row_vectors": 1}
     assert inductor_ext.metrics.mix_order_kernels == 1
 
 

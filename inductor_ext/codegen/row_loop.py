@@ -228,11 +228,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if (not vector or self.column_tiled or self.segmented or self.plan.prefetch
                 or self.plan.row_loop != "strided"):
             return 0
-        counts = {self.plan.programs} | {int(dict(config).get(PROGRAMS_KEY, self.plan.programs))
-                                         for config in self.plan.configs}
-        rows = {self.plan.block_m} | {int(dict(config).get("XBLOCK", self.plan.block_m))
-                                      for config in self.plan.configs}
-        if rows != {1} or any(count % vector for count in counts):
+        if not self.plan.keeps_row_shift:
             rewrites.record_miss("aligned_row_vectors",
                                  "a launch of several rows a block or of programs not a "
                                  "multiple of the vector: the rows keep Inductor's indexing")

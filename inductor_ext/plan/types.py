@@ -134,11 +134,6 @@ class LaunchPlan:
     num_stages: int
     row_loop: str  # "contiguous": each program owns one chunk; "strided": block i -> i % P
     extra: tuple[tuple[str, int | str], ...] = ()
-
-    @property
-    def row_vector(self) -> int:
-        """`ROW_VECTOR_KEY` of `extra` (0: absent)."""
-        return int(dict(self.extra).get(ROW_VECTOR_KEY, 0))
     #: Row longer than one tile: the row reduction loops over column tiles (two passes).
     column_tiled: bool = False
     #: Column-tiled only: >0 unrolls the row walk into this many static column tiles, each
@@ -215,6 +210,21 @@ class LaunchPlan:
     def programs_of(self, config: Config) -> int:
         """Row programs a config launches: its own count, or the plan's."""
         return int(dict(config).get(PROGRAMS_KEY, self.programs))
+
+    @property
+    def row_vector(self) -> int:
+        """`ROW_VECTOR_KEY` of `extra` (0: absent)."""
+        return int(dict(self.extra).get(ROW_VECTOR_KEY, 0))
+
+    @property
+    def keeps_row_shift(self) -> bool:
+        """Every launch keeps all rows a program walks at the program's shift from a
+        vector boundary (what `row_vector` needs): one row a block in every config, and
+        every program count a multiple of the vector."""
+        vector = self.row_vector
+        rows = {self.block_m} | {int(dict(c).get("XBLOCK", self.block_m)) for c in self.configs}
+        counts = {self.programs} | {self.programs_of(c) for c in self.configs}
+        return vector > 0 and rows == {1} and all(count % vector == 0 for count in counts)
 
     @property
     def program_choices(self) -> tuple[int, ...]:
