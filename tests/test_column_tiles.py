@@ -19,6 +19,7 @@ from inductor_ext.codegen.rewrites import (
     stream_row_stores,
     unpin_row_loads,
     unroll_column_loops,
+    weights_before_row_loop,
 )
 from tests.support.poison import poisoned_allocations
 from tests.support.reference import (
@@ -556,8 +557,11 @@ def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
                            (_norm(M, N, es, columns, strided=True), PlanOptions()),
                            (dataclasses.replace(shape, weight_elem_bytes=4), PlanOptions())]:
         assert cuda_plan.plan(other, H100, CudaTuning(), options).row_vector == 0
-    assert cuda_plan.plan(dataclasses.replace(shape, weight_elem_bytes=2), H100,
-                          CudaTuning(), PlanOptions()) == got
+    # A weight is loaded once a program, before the row loop (none: nothing to load).
+    weighted = cuda_plan.plan(dataclasses.replace(shape, weight_elem_bytes=2), H100,
+                              CudaTuning(), PlanOptions())
+    assert weighted == dataclasses.replace(got, extra=(("row_vector", 8), ("weights_once", 1)))
+    assert weighted.weights_once and not got.weights_once
 
 
 @pytest.mark.parametrize("op, M, N, dtype, wdtype", [
@@ -590,7 +594,7 @@ def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, d
     assert_close(got, float64_grads(norm, inputs, dy), names=["dx", "dw", "db"][:len(got)])
     fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
                  if "for xoffset in" in src)
-    assert "'extra': (('row_vector', 8),)" in fused
+    assert "'extra': (('row_vector', 8), ('weights_once', 1))" in fused
     lines = [line.strip() for line in fused.splitlines()]
     assert "_mo_shift = (tl.program_id(0) * r0_numel) % 8" in lines
     row_loads = [line for line in lines if f"({N}*x0) // 8 * 8 + r0_index)" in line
@@ -602,17 +606,21 @@ def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, d
     assert "_mo_head_mask" in stores[1] and "_mo_vec == 0, _mo_vectors" in stores[1]
     assert "_mo_tail_mask" in stores[2] and "_mo_vec == _mo_end // 8, _mo_vectors" in stores[2]
     assert not any(f"r0_1 + {N}*x0" in line for line in lines)
-    assert rewrites.applied()["aligned_row_vectors"] == 1 and not rewrites.missed()
+    # The weights (w; LayerNorm's dx reads no b) are loaded once, before the row loop.
+    loop = lines.index(next(line for line in lines if line.startswith("for xoffset in ")))
+    weight = [i for i, line in enumerate(lines) if line.startswith("tmp")
+              and "tl.load(in_ptr1 + (r0_1), r0_mask," in line]
+    assert len(weight) == 1 and weight[0] < loop
+    assert rewrites.applied() == {"aligned_row_vectors": 1, "weights_before_row_loop": 1}
+    assert not rewrites.missed()
 
 
-@pytest.mark.parametrize("wdtype, aligned", [(torch.float32, False), (torch.float16, True)])
-def test_fp32_weights_keep_odd_rows_element_wise(plugin, cuda_knobs, wdtype, aligned):
-    """The hook reads the weight's element size (fp32: 4 bytes, read at every row's shifted
-    columns), and the aligned rows decline wider weights than the rows."""
-    cuda_knobs(aligned_row_min_rows_per_column=0)
-    x = torch.randn(24, 2113, dtype=torch.float16, requires_grad=True)
-    w = (1 + 0.1 * torch.randn(2113, dtype=wdtype)).requires_grad_()
-    dy = torch.randn(24, 2113, dtype=torch.float16)
+def compiled_cuda_rms(M: int, N: int, dtype: torch.dtype, wdtype: torch.dtype) -> str:
+    """RMSNorm's backward of [M, N] rows compiled for CUDA (run in the interpreter) and
+    checked against float64; its generated code."""
+    x = torch.randn(M, N, dtype=dtype, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(N, dtype=wdtype)).requires_grad_()
+    dy = torch.randn(M, N, dtype=dtype)
 
     def fn(x, w, dy):
         return autograd_grads(rms_norm, [x, w], dy)
@@ -620,7 +628,16 @@ def test_fp32_weights_keep_odd_rows_element_wise(plugin, cuda_knobs, wdtype, ali
     with inductor_ext.config.patch(target="cuda"):
         got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
     assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
-    assert ("_mo_shift" in "\n".join(codes)) == aligned
+    return "\n".join(codes)
+
+
+@pytest.mark.parametrize("wdtype, aligned", [(torch.float32, False), (torch.float16, True)])
+def test_fp32_weights_keep_odd_rows_element_wise(plugin, cuda_knobs, wdtype, aligned):
+    """The hook reads the weight's element size (fp32: 4 bytes, read at every row's shifted
+    columns), and the aligned rows decline wider weights than the rows."""
+    cuda_knobs(aligned_row_min_rows_per_column=0)
+    code = compiled_cuda_rms(24, 2113, torch.float16, wdtype)
+    assert ("_mo_shift" in code) == aligned
     assert inductor_ext.metrics.mix_order_kernels == 1
 
 
@@ -635,18 +652,9 @@ def test_aligned_rows_a_launch_cannot_keep_are_a_counted_miss(plugin, cuda_knobs
     cuda_knobs(aligned_row_min_rows_per_column=0)
     monkeypatch.setattr(cuda_plan.RowLayout, "on_vectors", lambda self, programs: 9)
     rewrites.reset()
-    x = torch.randn(37, 2051, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(2051, dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn(37, 2051, dtype=torch.bfloat16)
-
-    def fn(x, w, dy):
-        return autograd_grads(rms_norm, [x, w], dy)
-
-    with inductor_ext.config.patch(target="cuda"):
-        got, codes = run_and_get_code(torch.compile(fn), x, w, dy)
-    assert_close(got, float64_grads(rms_norm, [x, w], dy), names=["dx", "dw"])
-    code = "\n".join(codes)
-    assert "'extra': (('row_vector', 8),)" in code and "_mo_shift" not in code
+    code = compiled_cuda_rms(37, 2051, torch.bfloat16, torch.bfloat16)
+    assert "'extra': (('row_vector', 8), ('weights_once', 1))" in code
+    assert "_mo_shift" not in code
     assert rewrites.missed() == {"aligned_row_vectors": 1}
     assert inductor_ext.metrics.mix_order_kernels == 1
 
@@ -670,6 +678,66 @@ def test_aligned_row_vectors_text_misses_without_its_lines():
     from inductor_ext.codegen import rewrites
     with pytest.raises(rewrites.RewriteMissed, match="aligned_row_vectors"):
         rewrites.apply("aligned_row_vectors", head + load, 2051, 8)
+
+
+def test_weights_before_row_loop_text():
+    """A weight's load (column index alone, column mask) leaves the row loop for the line
+    before it, in its order; row loads, a row statistic and the lines of a nested block
+    stay; no loop, or no weight in it, is a miss (not required: the kernel stays right)."""
+    from inductor_ext.codegen import rewrites
+
+    code = "\n".join([
+        "    r0_1 = r0_index - _mo_shift",
+        "    for xoffset in tl.range(row_start, row_end, row_step):",
+        "        tmp0 = tl.load(in_ptr0 + ((2051*x0) // 8 * 8 + r0_index), _mo_read, other=0.0)",
+        "        tmp2 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', "
+        "other=0.0).to(tl.float32)",
+        "        tmp12 = tl.load(in_ptr3 + (x0), None, eviction_policy='evict_last')",
+        "        tmp7 = tl.load(in_ptr4 + (r0_1), r0_mask, other=0.0)",
+        "        if tmp12 > 0:",
+        "            tmp9 = tl.load(in_ptr5 + (r0_1), r0_mask, other=0.0)",
+        "    tl.store(ws_ptr + (r0_1), tmp7, r0_mask)",
+    ]) + "\n"
+    out = weights_before_row_loop(code).splitlines()
+    assert out[:4] == [
+        "    r0_1 = r0_index - _mo_shift",
+        "    tmp2 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', "
+        "other=0.0).to(tl.float32)",
+        "    tmp7 = tl.load(in_ptr4 + (r0_1), r0_mask, other=0.0)",
+        "    for xoffset in tl.range(row_start, row_end, row_step):"]
+    assert sorted(out) == sorted(code.replace("        tmp2", "    tmp2")
+                                 .replace("        tmp7", "    tmp7").splitlines())
+    no_weight = "\n".join(line for line in code.splitlines()
+                           if "in_ptr1" not in line and "in_ptr4" not in line) + "\n"
+    assert weights_before_row_loop(no_weight) == no_weight
+    rewrites.reset()
+    assert rewrites.apply("weights_before_row_loop", no_weight) == no_weight
+    assert rewrites.missed() == {"weights_before_row_loop": 1}
+
+
+def test_aligned_rows_without_a_weight_load_nothing_once(plugin, cuda_knobs):
+    """LayerNorm with a bias and no weight: aligned rows whose row side reads no [N]
+    operand (db sums dy), so neither the plan's `weights_once` nor a miss."""
+    from inductor_ext.codegen import rewrites
+
+    cuda_knobs(aligned_row_min_rows_per_column=0)
+    rewrites.reset()
+    x = torch.randn(24, 2113, dtype=torch.float16, requires_grad=True)
+    b = (0.1 * torch.randn(2113, dtype=torch.float16)).requires_grad_()
+    dy = torch.randn(24, 2113, dtype=torch.float16)
+
+    def norm(x, b):
+        return torch.nn.functional.layer_norm(x, (2113,), None, b, 1e-5)
+
+    def fn(x, b, dy):
+        return autograd_grads(norm, [x, b], dy)
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, b, dy)
+    assert_close(got, float64_grads(norm, [x, b], dy), names=["dx", "db"])
+    code = "\n".join(codes)
+    assert "_mo_shift" in code and "weights_once" not in code
+    assert rewrites.applied() == {"aligned_row_vectors": 1} and not rewrites.missed()
 
 
 def test_keep_row_tiles_text():

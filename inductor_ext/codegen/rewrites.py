@@ -491,6 +491,41 @@ def aligned_row_vectors(code: str, N: int, vector: int) -> str:
     return _joined_like(out, code)
 
 
+#: A weight's load in the row loop: indexed by the column variable alone, under the column
+#: mask (nothing of the row block), so every row loads the same values.
+_WEIGHT_LOAD = re.compile(
+    r"^\s*tmp\d+ = tl\.load\(in_ptr\d+ \+ \(r0_\d+\), r0_mask, [^()]*\)"
+    r"(\.to\(tl\.\w+\))?$")
+_ROW_LOOP = re.compile(r"^(\s*)for xoffset in ")
+
+
+@_register("weights_before_row_loop",
+           "a row loop `for xoffset in ...:` whose body loads a weight as "
+           "`tmpN = tl.load(in_ptrN + (r0_<k>), r0_mask, ...)[.to(...)]`")
+def weights_before_row_loop(code: str) -> str:
+    """A persistent row's weight loads moved from the row loop to just before it: loaded
+    once a program, not once a row. For an aligned row they are element-wise (at the
+    row's shifted columns), as many instructions a row as the row's x and dy vectors."""
+    lines = code.splitlines()
+    loops = [i for i, line in enumerate(lines) if _ROW_LOOP.match(line)]
+    if len(loops) != 1:
+        return code
+    start = loops[0]
+    indent = _ROW_LOOP.match(lines[start]).group(1)  # type: ignore[union-attr]
+    body = indent + "    "
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].startswith(body)):
+        end += 1
+    moved = [i for i in range(start + 1, end) if lines[i].startswith(body)
+             and not lines[i].startswith(body + " ") and _WEIGHT_LOAD.match(lines[i])]
+    if not moved:
+        return code
+    hoisted = [indent + lines[i].strip() for i in moved]
+    rest = [line for i, line in enumerate(lines) if i not in set(moved)]
+    at = rest.index(lines[start])
+    return _joined_like(rest[:at] + hoisted + rest[at:], code)
+
+
 # -- kernel headers ------------------------------------------------------------------------
 
 FIXED_DECORATOR = "@triton_heuristics.fixed_config("

@@ -256,6 +256,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if self.row_vector:
             src = rewrites.apply("aligned_row_vectors", src, int(self.range_trees[1].numel),
                                  self.row_vector)
+            if self.plan.weights_once:
+                src = rewrites.apply("weights_before_row_loop", src)
         if self.autotuned:
             src = rewrites.apply("autotune_decorator", src)
         if self.programs_per_config:

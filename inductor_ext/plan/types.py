@@ -120,6 +120,9 @@ PROGRAMS_KEY = "RPROGRAMS"
 #: vectors of this many elements from the boundary before their start (absent: as
 #: Inductor indexes them).
 ROW_VECTOR_KEY = "row_vector"
+#: ...and its key of weights loaded once a program, before the row loop (absent: Inductor
+#: loads them in the loop, once a row).
+WEIGHTS_ONCE_KEY = "weights_once"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +218,11 @@ class LaunchPlan:
     def row_vector(self) -> int:
         """`ROW_VECTOR_KEY` of `extra` (0: absent)."""
         return int(dict(self.extra).get(ROW_VECTOR_KEY, 0))
+
+    @property
+    def weights_once(self) -> bool:
+        """`WEIGHTS_ONCE_KEY` of `extra`."""
+        return bool(dict(self.extra).get(WEIGHTS_ONCE_KEY, 0))
 
     @property
     def keeps_row_shift(self) -> bool:

@@ -15,6 +15,7 @@ from ...plan.options import PlanOptions
 from ...plan.types import (
     PROGRAMS_KEY,
     ROW_VECTOR_KEY,
+    WEIGHTS_ONCE_KEY,
     Config,
     FinalizeBlock,
     LaunchPlan,
@@ -552,6 +553,16 @@ def aligned_row_vector(shape: ShapeInfo, tuning: CudaTuning, options: PlanOption
     return vector
 
 
+def aligned_row_extra(shape: ShapeInfo, layout: RowLayout) -> tuple[tuple[str, int], ...]:
+    """An aligned row's `extra`: its vector, and its weights loaded once a program (at the
+    row's shifted columns they are element-wise: as many load instructions a row as its x
+    and dy vectors; H200 x1.07-x1.81 on 8 shapes, bench/NOTES.md session 39)."""
+    if not layout.vector:
+        return ()
+    return ((ROW_VECTOR_KEY, layout.vector),) + (
+        ((WEIGHTS_ONCE_KEY, 1),) if shape.weight_elem_bytes else ())
+
+
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
          options: PlanOptions) -> LaunchPlan:
     if shape.strided_bytes or shape.strided_column_bytes:
@@ -598,7 +609,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
             warps=final_step_warps_for(shape, device, tuning, programs))
     return LaunchPlan(
         target="cuda", programs=programs, block_m=block_m, r0_block=r0_block,
-        extra=((ROW_VECTOR_KEY, layout.vector),) if layout.vector else (),
+        extra=aligned_row_extra(shape, layout),
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
         column_tiled=column_tiled, register_tiles=layout.register_tiles,
         column_groups=groups,
