@@ -94,11 +94,12 @@ def test_every_tuning_knob_changes_the_cache_key(target, cls):
     base = p.uuid()
     for field in dataclasses.fields(cls):
         default = getattr(cls(), field.name)
-        # in range: a tuning's own checks (AscendTuning's shares in (0, 1]) run at patch()
-        other = (not default if isinstance(default, bool)
-                 else default + 1 if isinstance(default, int)
-                 else (default / 2 or 0.5) if isinstance(default, float)
-                 else OTHER_CHOICE.get(default, default + "_other"))
+        # in its declared range: patch() checks it (powers of two, shares in (0, 1])
+        candidates = ([not default] if isinstance(default, bool)
+                      else [default + 1, default * 2] if isinstance(default, int)
+                      else [default / 2 or 0.5, default * 2] if isinstance(default, float)
+                      else [OTHER_CHOICE.get(default, default + "_other")])
+        other = next(v for v in candidates if tuning_mod.range_of(field).admits(v))
         with inductor_ext.config.patch(tuning={target: {field.name: other}}):
             assert p.uuid() != base, field.name
     with assume_device(DeviceInfo(type="cpu", cores=3, interpreted=True)):
