@@ -33,7 +33,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 import inductor_ext  # noqa: E402
-from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo  # noqa: E402
+from inductor_ext.plan import DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo  # noqa: E402
 from inductor_ext.targets.ascend import cost as ascend_cost  # noqa: E402
 from inductor_ext.targets.ascend import plan as ascend_plan  # noqa: E402
 from inductor_ext.targets.ascend import ub as npu_ub  # noqa: E402
@@ -56,13 +56,34 @@ def min_bytes(op: str, M: int, N: int, es: int) -> int:
 
 
 def shape_info(op: str, M: int, N: int, es: int) -> ShapeInfo:
+    """What the hook describes for the norm backward (tests/ascend/test_npu_widths.py
+    compares the two): the fused kernel reads x, dy, the weight and the saved fp32 row
+    statistics (rstd; LayerNorm's mean too), writes dx, a fp32 row sum per row reduction
+    of the row side and the fp32 [N] column sums; unfused, the column kernel reads x, dy
+    and rstd again (LayerNorm's dw and db in one kernel)."""
     columns = 1 if op == "rms" else 2
-    total = min_bytes(op, M, N, es)
+    row_stats = 2 if op == "rms" else 3  # fp32 [M] buffers: saved statistics, row sums
+    total = 3 * M * N * es + 4 * row_stats * M + N * es + 4 * columns * N
+    shared = 2 * M * N * es + 4 * M
     # x and dy read, dx written: the [M, N] tiles the row loop holds.
     return ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns, elem_bytes=es,
-                     shared_bytes=2 * M * N * es, total_bytes=total,
-                     unfused_bytes=total + 2 * M * N * es, row_elem_bytes=3 * es,
-                     device=torch.device("cpu"))
+                     shared_bytes=shared, total_bytes=total, unfused_bytes=total + shared,
+                     row_elem_bytes=3 * es, device=torch.device("cpu"))
+
+
+def fused_roofline_bytes(shape: ShapeInfo, plan: LaunchPlan, tuning: AscendTuning) -> float:
+    """Bytes the fused kernel and its final step move: the group's once, the workspace
+    written and read back; a looped column-tiled row also walks the row a second time and
+    adds each row block's partials into its zeroed workspace row, bytes the roofline
+    prices at the share of HBM the model assumes for them (`looped_reread_share`: both
+    were touched moments before)."""
+    workspace = plan.workspace_bytes(shape)
+    fused = shape.total_bytes + 2 * workspace
+    if plan.looped_column_tiles:
+        blocks = -(-max(1, shape.M_hint) // plan.block_m)
+        adds = 2 * blocks * shape.num_columns * shape.N * shape.accumulator_bytes
+        fused += workspace + tuning.looped_reread_share * (shape.shared_bytes + adds)
+    return fused
 
 
 def planned_ub(soc: str, cases: list[tuple[str, int, str]]) -> dict[tuple, int | str]:
@@ -139,8 +160,7 @@ def main() -> None:
                 continue
             plan = ascend_plan.plan(shape, device, tuning, options)
             first = dict(plan.configs[0])
-            ws = plan.workspace_bytes(shape)
-            fused = shape.total_bytes + 2 * ws
+            fused = fused_roofline_bytes(shape, plan, tuning)
             roof_us = fused / (args.hbm_tbps * 1e12) * 1e6
             # The cost model's three times and decision (targets/ascend/cost.py).
             est = ascend_cost.estimate(shape, plan, device,

@@ -71,6 +71,12 @@ class Reason(str, enum.Enum):
         "row's `[M, N]` tiles, one fp32 partial per column reduction and the fp32 "
         "temporaries), so the target cannot walk the row at all.",
         "Planning asks the target first (`fits`); the CUDA target always has a tile.")
+    UNSUPPORTED_DEVICE = (
+        "unsupported_device",
+        "The target's compiler does not generate kernels for this device model: torch_npu "
+        "serves Ascend 310P / 310B inference SoCs and the first-generation 910, but "
+        "triton-ascend and bishengir-compile target Atlas A2/A3 and Ascend950 only.",
+        "The detail names the SoC; Inductor's (torch_npu's) own kernels run unchanged.")
     TILED_ROW_READS = (
         "tiled_row_reads",
         "The row does not fit on chip (longer than `max_persistent_n`, or the Ascend Unified "

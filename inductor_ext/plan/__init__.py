@@ -41,6 +41,9 @@ class Planner:
     device_types: tuple[str, ...] = ()
     #: The frozen dataclass of its tuning knobs (`inductor_ext.config.tuning[target]`).
     tuning: type | None = None
+    #: Why the target cannot generate kernels for a device at all ("" where it can; None:
+    #: every device it is asked about): declined as `unsupported_device`, before any tile.
+    device_support: Callable[[DeviceInfo], str] | None = None
 
 
 #: The targets, in the order they registered (`inductor_ext.targets` registers each).

@@ -36,6 +36,9 @@ class DeviceInfo:
     ascend950: bool = False  # Ascend950 (256 KiB UB, int64 indices), else A2/A3
     #: The kernels run in Triton's CPU interpreter, one program after another.
     interpreted: bool = False
+    #: Facts the device's runtime did not report, each with the value taken instead: a
+    #: planner records them with its decision, so a plan built on a default says so.
+    assumed: tuple[str, ...] = ()
 
     @property
     def hopper_or_later(self) -> bool:

@@ -117,9 +117,11 @@ def shape_info(cand: Candidate, accumulator: torch.dtype = torch.float32) -> Sha
     rows_adjacent = (all(abs(step) == 1 for step in row_side_steps)
                      and all(reads_.rows_adjacent for reads_ in column_reads if reads_.names))
     total_bytes = sum(_nbytes(name)[0] for name in reads | writes)
-    # Unfused, every column reduction reads its inputs again in its own kernel.
-    unfused_bytes = total_bytes + sum(_nbytes(name)[0] for col in cand.columns
-                                      for name in col.reads() & shared)
+    # Unfused, the column reductions read their shared inputs again, each buffer once:
+    # Inductor fuses column reductions over the same ranges into one kernel (LayerNorm's
+    # dw and db read dy in one pass).
+    column_shared = set().union(*(col.reads() & shared for col in cand.columns))
+    unfused_bytes = total_bytes + sum(_nbytes(name)[0] for name in column_shared)
     # The [M, N] operands only: the row statistics both sides read (rstd, mean: [M, 1]
     # fp32) would make a bf16 norm's elements 4 bytes wide.
     elem_bytes = max((_matrix_itemsize(name, matrix_numel) for name in shared), default=0) or 1
@@ -173,6 +175,9 @@ def plan_candidate(cand: Candidate
     options = plan_inputs.plan_options()
     if segments > 1 or any(col.row_reads for col in cand.columns):
         options = dataclasses.replace(options, whole_rows=True)
+    unsupported = planner.device_support(info) if planner.device_support else ""
+    if unsupported:
+        return None, shape, Reason.UNSUPPORTED_DEVICE, Verdict(False, unsupported)
     ok, why = planner.fits(shape, info, tuning, options)
     if not ok:
         return None, shape, Reason.NO_TILE_FITS, Verdict(False, why)

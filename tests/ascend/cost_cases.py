@@ -3,18 +3,21 @@ roofline says of each: check_npu.py asserts the cost model's decision agrees, an
 test_npu_cost.py that the expectation is set for every case.
 
 The roofline (bench/ascend_model.py) prices bytes only. It speaks where its assumption
-holds: whole rows (no looped column tiles) on every vector core, where the data time
-dominates both ways and fusing wins iff it moves fewer bytes (the [M, N] inputs read once,
-the workspace written and read back); and where the whole group has fewer rows than
-vector cores, launch-bound, where both ways are two launches and the fused one has the
-fewer programs, a workspace row per program and a final step: fusing loses. Between the
-two it gives no expectation.
+holds: every vector core busy, where the data time dominates both ways and fusing wins iff
+it moves fewer bytes (the [M, N] inputs read once, the workspace written and read back; a
+looped column-tiled row's second pass and workspace adds at the share of HBM the cost
+model assumes for them); and where the whole group has fewer rows than vector cores,
+launch-bound, where both ways are two launches and the fused one has the fewer programs,
+a workspace row per program and a final step: fusing loses. Between the two (fewer
+programs than cores, though rows enough) it gives no expectation.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +25,10 @@ from inductor_ext import plan_inputs
 from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo, device_info
 from inductor_ext.targets.ascend import plan as ascend_plan
 from inductor_ext.targets.ascend.tuning import AscendTuning
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bench"))
+from ascend_model import fused_roofline_bytes  # noqa: E402  (the roofline script's)
 
 #: (op, dtype, N, M) of check_npu's default-options subset: 1024 rows (row blocks for
 #: every vector core of each SoC: N = 768 takes 2 to 8 rows per block; more rows only
@@ -51,9 +58,10 @@ def roofline_expectation(shape: ShapeInfo, device: DeviceInfo,
     if shape.M_hint < cores:
         return False
     plan = ascend_plan.plan(shape, device, tuning, options)
-    if plan.column_tiled or plan.programs < cores:
+    if plan.programs < cores:
         return None
-    return shape.total_bytes + 2 * plan.workspace_bytes(shape) < shape.unfused_bytes
+    return fused_roofline_bytes(shape, plan, tuning) < shape.unfused_bytes
+
 
 
 def expectation_for(shape: ShapeInfo) -> bool | None:

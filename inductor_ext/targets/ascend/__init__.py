@@ -18,7 +18,7 @@ from .tuning import AscendTuning
 # The NPU's vector units have no float64 arithmetic (nor float64 atomics).
 register_planner(Planner("ascend", plan.fits, plan.plan, plan.profitable, (torch.float32,),
                          segments=plan.with_segments, serves=npu.serves, device_types=("npu",),
-                         tuning=AscendTuning))
+                         tuning=AscendTuning, device_support=plan.device_support))
 register_flavor(AscendFlavor())
 register_device_query(device.device_info)
 schedulings.register(schedulings.VendorScheduling(

@@ -14,7 +14,9 @@ over every column block.
   sets the time); it moves the group's bytes once (`total_bytes`) and writes its
   workspace (programs x K x N fp32 partials). Looped column tiles walk each row twice and
   add each row block's partials into the workspace row, priced at `looped_reread_share`;
-  their workspace is zeroed per call (one more launch, its bytes written once more).
+  their workspace is zeroed per call (one more launch, its bytes written once more). A
+  plan whose first config runs without multibuffer pays `unbuffered_slowdown` on its data
+  time: each block's vector work waits for its loads instead of overlapping the next's.
 - final step: one launch that reads the workspace back and writes the K x N outputs, a
   column reduction spread over the 32-byte column blocks of K x N. The Ascend target keeps
   the ATen final step (`sum(0)` of the workspace), a CANN reduce operator on an NPU:
@@ -103,6 +105,12 @@ def column_blocks(columns: int, elem_bytes: int) -> int:
     return max(1, -(-columns * max(1, elem_bytes) // BLOCK_ALIGN_BYTES))
 
 
+def multibuffered(plan: LaunchPlan) -> bool:
+    """Whether the plan's first config (the one it is priced as) runs with multibuffer;
+    a plan without configs (Inductor's kernel class) gets triton-ascend's default, on."""
+    return not plan.configs or bool(dict(plan.configs[0]).get("multibuffer", True))
+
+
 def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, cores: int,
              tuning: AscendTuning, options: PlanOptions) -> Estimate:
     """The three times of one group planned as `plan` on `cores` vector cores."""
@@ -122,6 +130,8 @@ def estimate(shape: ShapeInfo, plan: LaunchPlan, device: DeviceInfo, cores: int,
                 * shape.accumulator_bytes)
         fused_bytes += workspace + tuning.looped_reread_share * (shape.shared_bytes + adds)
     fused = kernel_s(fused_bytes, busy, cores, bw, tuning)
+    if not multibuffered(plan):
+        fused = tuning.launch_s + (fused - tuning.launch_s) * tuning.unbuffered_slowdown
     if plan.looped_column_tiles:
         fused += tuning.launch_s  # the zeroing of its workspace: a fill launched before it
     outputs = shape.num_columns * shape.N * shape.accumulator_bytes

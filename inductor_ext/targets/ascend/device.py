@@ -7,6 +7,7 @@ import functools
 
 import torch
 
+from ... import diagnostics
 from ...plan.device import DeviceInfo
 from . import npu
 from .cost import class_hbm_bytes_per_s
@@ -26,11 +27,15 @@ def _torch_npu_info(device: torch.device) -> DeviceInfo:
     by SoC), for a device whose kernels its default backend generates."""
     facts = npu.soc_facts()
     name = facts.name or ("Ascend950" if facts.ascend950 else "Ascend A2/A3")
+    if facts.assumed:
+        diagnostics.warn_once(f"soc-facts-{name}",
+                       "inductor_ext: torch_npu's Inductor config does not report every SoC "
+                       "fact the Ascend plan needs; assumed %s", "; ".join(facts.assumed))
     return DeviceInfo(type=device.type, name=name,
                       cores=facts.vector_cores, ub_bytes=facts.ub_bytes,
                       dram_bytes_per_s=class_hbm_bytes_per_s(facts.ascend950),
                       npu_backend="torch_npu", ascend950=facts.ascend950,
-                      interpreted=device.type == "cpu")
+                      interpreted=device.type == "cpu", assumed=facts.assumed)
 
 
 @functools.cache

@@ -82,6 +82,23 @@ def serves(device: torch.device | None) -> bool:
     return scheduling is not None and backend_of(scheduling) in SUPPORTED_BACKENDS
 
 
+#: Unified Buffer bytes of Ascend950 parts (torch_npu's `ub_size` when `is_ascend950`).
+ASCEND950_UB_BYTES = 256 * 1024
+#: SoC names of Ascend950 parts (torch_npu's `is_ascend950`: its SoC id 260 and above).
+ASCEND950_PREFIX = "Ascend950"
+#: SoCs torch_npu knows whose kernels triton-ascend does not generate: the inference parts
+#: (310P, 310B) and the first-generation 910 (its release covers Atlas A2/A3 and Ascend950
+#: only; bishengir-compile has no target for them).
+UNSUPPORTED_SOC_PREFIXES = ("Ascend310P", "Ascend310B")
+UNSUPPORTED_SOCS = ("Ascend910A", "Ascend910B", "Ascend910ProA", "Ascend910ProB",
+                    "Ascend910PremiumA")
+
+
+def unsupported_soc(name: str) -> bool:
+    """A SoC the fused kernel cannot be compiled for (`UNSUPPORTED_SOC_PREFIXES`)."""
+    return name.startswith(UNSUPPORTED_SOC_PREFIXES) or name in UNSUPPORTED_SOCS
+
+
 @dataclasses.dataclass(frozen=True)
 class SocFacts:
     """What the plugin plans with, as torch_npu reports it for the current SoC."""
@@ -90,15 +107,35 @@ class SocFacts:
     vector_cores: int  # after NPU_DEVICE_LIMIT
     ascend950: bool
     name: str = ""  # the device's name in torch_npu's properties ("Ascend910B3"), if any
+    #: Facts torch_npu's config did not report, each with what was taken instead
+    #: ("ub_size: 262144 B from the SoC name Ascend950"); empty when it reported them all.
+    assumed: tuple[str, ...] = ()
 
 
 def soc_facts() -> SocFacts:
-    """From torch_npu's Inductor config when it is loaded, else the A2/A3 defaults (the
-    plugin's options ascend_ub_bytes / ascend_vector_cores override them in planning)."""
+    """From torch_npu's Inductor config when it is loaded. A fact the config lacks
+    (torch_npu 2.11 has no `ub_size` nor `is_ascend950`) is derived from the SoC name its
+    properties give, else the A2/A3 default, and listed in `assumed` (the plugin's options
+    ascend_ub_bytes / ascend_vector_cores override them in planning)."""
     cfg = sys.modules.get("torch_npu._inductor.config")
     name = getattr(getattr(cfg, "prop", None), "name", "")
-    return SocFacts(ub_bytes=int(getattr(cfg, "ub_size", 0) or DEFAULT_UB_BYTES),
-                    vector_cores=int(getattr(cfg, "num_vector_core", 0)
-                                     or DEFAULT_VECTOR_CORES),
-                    ascend950=bool(getattr(cfg, "is_ascend950", False)),
-                    name=name if isinstance(name, str) else "")
+    name = name if isinstance(name, str) else ""
+    assumed = []
+    reported = getattr(cfg, "is_ascend950", None)
+    if reported is not None:
+        ascend950 = bool(reported)
+    else:
+        ascend950 = name.startswith(ASCEND950_PREFIX)
+        assumed.append(f"is_ascend950: {ascend950} from the SoC name {name!r}" if name
+                       else "is_ascend950: False (no SoC name reported)")
+    ub = int(getattr(cfg, "ub_size", 0) or 0)
+    if not ub:
+        ub = ASCEND950_UB_BYTES if ascend950 else DEFAULT_UB_BYTES
+        assumed.append(f"ub_size: {ub} B from the SoC name {name!r}" if name
+                       else f"ub_size: {ub} B (the A2/A3 default)")
+    cores = int(getattr(cfg, "num_vector_core", 0) or 0)
+    if not cores:
+        cores = DEFAULT_VECTOR_CORES
+        assumed.append(f"num_vector_core: {cores} (torch_npu's 910B3 fallback)")
+    return SocFacts(ub_bytes=ub, vector_cores=cores, ascend950=ascend950, name=name,
+                    assumed=tuple(assumed) if cfg is not None else ())

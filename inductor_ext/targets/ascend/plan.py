@@ -16,7 +16,7 @@ from ...plan.options import PlanOptions
 from ...plan.types import LaunchPlan, ShapeInfo, next_pow2, prev_pow2
 from . import cost
 from . import ub as ub_model
-from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES
+from .npu import DEFAULT_UB_BYTES, DEFAULT_VECTOR_CORES, unsupported_soc
 from .tuning import AscendTuning
 
 
@@ -53,6 +53,15 @@ def padded_row(shape: ShapeInfo, tuning: AscendTuning) -> int:
     """Row length as the tile holds it: a power of two (Triton), 32-byte aligned."""
     align = max(1, tuning.tail_align_bytes // max(1, shape.elem_bytes))
     return max(next_pow2(shape.N), align)
+
+
+def device_support(device: DeviceInfo) -> str:
+    """Why the fused kernel cannot be compiled for this SoC ("" where it can): torch_npu
+    runs on SoCs that triton-ascend does not target (`npu.unsupported_soc`)."""
+    if not unsupported_soc(device.name):
+        return ""
+    return (f"SoC {device.name} is not a triton-ascend target (it compiles for Atlas A2/A3 "
+            "and Ascend950); torch_npu's own kernels run it")
 
 
 def fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
@@ -100,7 +109,8 @@ def profitable(shape: ShapeInfo, plan_: LaunchPlan, device: DeviceInfo,
     """Fuse iff the cost model (cost.py) predicts the fused kernel and its final step
     faster than torch_npu's unfused kernels; the detail gives the three times either way."""
     est = cost.estimate(shape, plan_, device, vector_cores(device, options), tuning, options)
-    return est.fuse, est.describe()
+    assumed = f"; SoC facts assumed: {'; '.join(device.assumed)}" if device.assumed else ""
+    return est.fuse, est.describe() + assumed
 
 
 # ----------------------------------------------------------------------------------------
@@ -138,25 +148,13 @@ def _torch_npu_fits(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
     return False, f"even a 1x{cols} tile needs {need} B of Unified Buffer (UB {ub} B)"
 
 
-def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
-                    options: PlanOptions) -> LaunchPlan:
-    """Programs = vector cores (a fixed grid; each owns a contiguous run of rows, walked in
-    blocks of `block_m` rows); whole rows (persistent) when a block of full rows fits,
-    else the widest column tile that does; configs for torch_npu's autotuner: the largest
-    fitting block with multibuffer and half of it, and the largest without. "Fitting" is
-    our UB estimate calibrated against bishengir's plans (backends/ub_model.py)."""
-    ub = ub_bytes(device, tuning, options)
-    N = shape.N
+def _torch_npu_launch(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
+                      options: PlanOptions, cols: int, looped: bool, ub: int
+                      ) -> LaunchPlan | None:
+    """One candidate: rows of `cols` columns (the whole row unless `looped`), with the
+    launch configs torch_npu's autotuner times (the largest fitting block with multibuffer
+    and half of it, the largest without); None when no block fits the UB either way."""
     multibuffers = (True, False) if tuning.multibuffer else (False,)
-    first = multibuffers[0]
-    looped = (N > options.max_persistent_n
-              or not _fitting_block_m(shape, device, tuning, N, False, first, ub))
-    cols = N
-    if looped:
-        cols = min(tuning.npu_max_column_tile, max(prev_pow2(N), ub_model.MIN_COLUMN_TILE))
-        while cols > ub_model.MIN_COLUMN_TILE and not _fitting_block_m(
-                shape, device, tuning, cols, True, first, ub):
-            cols //= 2
     configs: list[tuple[tuple[str, Any], ...]] = []
     for multibuffer in multibuffers:
         best = _fitting_block_m(shape, device, tuning, cols, looped, multibuffer, ub)
@@ -168,14 +166,15 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
             if block_m >= 1:
                 configs.append(_npu_config(block_m, cols, looped, multibuffer))
     if not configs:
-        raise ValueError(f"no NPU tile of {cols} columns fits {ub} B of UB")
+        return None
     configs = list(dict.fromkeys(configs))[:tuning.npu_max_configs]
-    block_m = dict(configs[0])["block_m"]
+    first = dict(configs[0])
+    block_m = first["block_m"]
     programs = vector_cores(device, options)
     if shape.M_static:
         programs = max(1, min(programs, -(-shape.M_hint // block_m)))
     estimate = ub_model.estimate(_npu_layout(shape, device, block_m, cols, looped,
-                                           dict(configs[0])["multibuffer"]))
+                                             first["multibuffer"]))
     return LaunchPlan(target="ascend", programs=programs, block_m=block_m, r0_block=cols,
                       num_warps=1, num_stages=1, row_loop="contiguous",
                       extra=(("ub_bytes", estimate), ("ub_budget", ub),
@@ -183,6 +182,61 @@ def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
                              ("backend", "torch_npu")),
                       column_tiled=looped, configs=tuple(configs),
                       accumulator=shape.accumulator)
+
+
+def _looped_tile(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning, ub: int) -> int:
+    """The widest column tile of a looped row: a power of two up to the row and the
+    `npu_max_column_tile` knob, narrowed until a one-row block fits with the first
+    multibuffer setting the configs try (with it when the knob allows, else without)."""
+    cols = min(tuning.npu_max_column_tile,
+               max(prev_pow2(shape.N), ub_model.MIN_COLUMN_TILE))
+    while cols > ub_model.MIN_COLUMN_TILE and not _fitting_block_m(
+            shape, device, tuning, cols, True, tuning.multibuffer, ub):
+        cols //= 2
+    return cols
+
+
+def torch_npu_candidates(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
+                         options: PlanOptions) -> list[LaunchPlan]:
+    """Every plan the kernel on torch_npu's class can run this group with, where it fits
+    the UB: whole rows (persistent; with multibuffer where a block fits with it, else
+    without) when N is at most `max_persistent_n`, and looped column tiles (any N) of
+    each power-of-two width from the widest that fits down to `MIN_COLUMN_TILE` (a
+    narrower tile holds more rows, so fewer row blocks add into the workspace); widest
+    first."""
+    ub = ub_bytes(device, tuning, options)
+    candidates = []
+    if shape.N <= options.max_persistent_n:
+        candidates.append(_torch_npu_launch(shape, device, tuning, options, shape.N,
+                                            False, ub))
+    cols = _looped_tile(shape, device, tuning, ub)
+    while cols >= ub_model.MIN_COLUMN_TILE:  # narrower tiles take more rows a block
+        candidates.append(_torch_npu_launch(shape, device, tuning, options, cols, True, ub))
+        cols //= 2
+    return [c for c in candidates if c is not None]
+
+
+def _torch_npu_plan(shape: ShapeInfo, device: DeviceInfo, tuning: AscendTuning,
+                    options: PlanOptions) -> LaunchPlan:
+    """The candidate (`torch_npu_candidates`) the cost model prices fastest, fused kernel
+    and final step together; on a tie whole rows, which read the row once, then the wider
+    tile; whole rows wherever they fit when the group needs them (`whole_rows`).
+    Programs = vector cores (a fixed grid; each owns a contiguous run of rows, walked in
+    blocks of `block_m` rows). "Fitting" is our UB estimate calibrated against
+    bishengir's plans (ub.py)."""
+    candidates = torch_npu_candidates(shape, device, tuning, options)
+    if not candidates:
+        raise ValueError(f"no NPU tile fits {ub_bytes(device, tuning, options)} B of UB")
+    whole = [c for c in candidates if not c.column_tiled]
+    if options.whole_rows and whole:  # a column reads the row side's values, or segments
+        candidates = whole
+    cores = vector_cores(device, options)
+
+    def modeled_s(candidate: LaunchPlan) -> tuple[float, bool]:
+        est = cost.estimate(shape, candidate, device, cores, tuning, options)
+        return est.fused_s + est.final_s, candidate.column_tiled
+
+    return min(candidates, key=modeled_s)
 
 
 #: Segmented plans: the most waves of programs over the planned (vector-core) ones that
