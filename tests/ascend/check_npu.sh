@@ -11,6 +11,10 @@
 #
 # Last line: `npu: K fused through torch_npu, K numerics ok, K lowered, K ub-planned, F failed`;
 # exits non-zero unless F = 0.
+# A release other than 2.13.0 needs uv: setup_npu_venv.sh takes .venv/bin/uv or uv on PATH,
+# else pip-installs one into <repo>/.uv-venv. Tiny transformers decoders with the plugin off
+# and on (torch_npu's own failures told from ours): tests/ascend/check_npu_models.py, run
+# in the same venv (.ci/run does on 2.11.0.post3).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

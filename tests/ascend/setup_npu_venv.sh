@@ -14,8 +14,10 @@
 # pairs' torch exists on the registry only as a CUDA build, which imports only with its
 # nvidia-* wheels: those venvs are built with uv (as .ci/run builds torch 2.15's), and the
 # upstream `triton` torch depends on is removed before triton-ascend is installed, so that
-# `import triton` is triton-ascend. A torch_npu wheel already downloaded can be named by
-# TORCH_NPU_WHEEL (a file) or found in TORCH_NPU_WHEEL_DIR; else pip downloads it.
+# `import triton` is triton-ascend. uv is .venv/bin/uv, else uv on PATH, else the one in
+# $UV_VENV (default <repo>/.uv-venv, gitignored), pip-installed there on first need. A
+# torch_npu wheel already downloaded can be named by TORCH_NPU_WHEEL (a file) or found in
+# TORCH_NPU_WHEEL_DIR; else pip downloads it.
 #
 # Idempotent: a stamp records the inputs of the last complete build; a venv whose stamp
 # matches is left as it is. Prints the venv's python path as its last line.
@@ -55,6 +57,26 @@ if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$want" ] && [ -x "$venv/bin/py
   exit 0
 fi
 
+# uv, for the CUDA-build pairs: the project venv's (.ci/run installs it there), else one on
+# PATH, else this script's own, pip-installed once into $uv_venv (gitignored) from the same
+# registry as everything else, so that a fresh clone with only README's quick start done
+# builds every pair.
+uv_venv="${UV_VENV:-$root/.uv-venv}"
+find_uv() {
+  local cand
+  for cand in "$root/.venv/bin/uv" "$(command -v uv || true)" "$uv_venv/bin/uv"; do
+    if [ -n "$cand" ] && [ -x "$cand" ]; then echo "$cand"; return 0; fi
+  done
+  return 1
+}
+install_uv() {
+  echo "setup_npu_venv: no uv in .venv/bin or on PATH: installing it into $uv_venv" >&2
+  { [ -x "$uv_venv/bin/python" ] || "$base_python" -m venv "$uv_venv"; } >&2 || return 1
+  "$uv_venv/bin/python" -m pip install -q uv >&2 || return 1
+  [ -x "$uv_venv/bin/uv" ] || return 1
+  echo "$uv_venv/bin/uv"
+}
+
 start=$(date +%s)
 if [ "$TORCH_VERSION" = 2.13.0 ]; then
   [ -x "$venv/bin/python" ] || "$base_python" -m venv "$venv"
@@ -67,9 +89,9 @@ if [ "$TORCH_VERSION" = 2.13.0 ]; then
 else
   # The CUDA build (torch + nvidia-* + upstream triton, ~3 GB to fetch) with uv, which
   # fetches in parallel; --seed puts pip in the venv for the steps below.
-  uv="$root/.venv/bin/uv"
-  [ -x "$uv" ] || uv="$(command -v uv)" || {
-    echo "setup_npu_venv: torch $TORCH_VERSION needs uv (.venv/bin/uv or uv on PATH)" >&2
+  uv="$(find_uv)" || uv="$(install_uv)" || {
+    echo "setup_npu_venv: torch $TORCH_VERSION needs uv: none in .venv/bin, $uv_venv/bin" \
+      "or on PATH, and pip could not install it into $uv_venv" >&2
     exit 1; }
   [ -x "$venv/bin/python" ] || "$uv" venv -q --seed "$venv" --python "$base_python"
   pip=("$uv" pip install -q --python "$venv/bin/python")
