@@ -4,15 +4,21 @@
     python -m inductor_ext [--env]     versions (Python, torch, Triton, torch_npu, transformers),
                                        which target each available device gets, upstream's
                                        mix-order reduction, the options in effect, on / off
+    python -m inductor_ext --check [--csv FILE] [--device DEV] [--quick] [--always-fuse]
+                                       the plugin on this device (npu, else cuda, else cpu):
+                                       norm backwards off and on, errors against float64,
+                                       times (inductor_ext/devcheck.py)
 
-Nothing here changes a setting. torch_npu is imported only when it is installed and a child
-process imported it cleanly first: without CANN its import can fail hard, and the check must
-still print everything else.
+Nothing here changes a setting for good (--check patches options per compile and puts them
+back). torch_npu is imported only when it is installed and a child process imported it
+cleanly first: without CANN its import can fail hard, and the check must still print
+everything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -25,7 +31,7 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 
-from . import __version__, compat, config, envvars, plan, plugin
+from . import __version__, compat, config, devcheck, envvars, plan, plugin
 
 #: How long the child process may take to import torch_npu (CANN's first load is slow).
 NPU_PROBE_TIMEOUT_S = 120
@@ -198,14 +204,45 @@ def environment() -> list[str]:
     return lines
 
 
+def _import_torch_npu_if_safe() -> None:
+    """Load torch_npu (it registers the npu device) when a child process imported it
+    cleanly: without CANN its import can abort this process."""
+    if "torch_npu" in sys.modules or not _probe_torch_npu()[0]:
+        return
+    with contextlib.suppress(Exception):
+        import torch_npu  # noqa: F401
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.device is None or args.device.startswith("npu"):
+        _import_torch_npu_if_safe()
+    return devcheck.command(args.device, args.csv, quick=args.quick,
+                            always_fuse=args.always_fuse)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m inductor_ext",
-        description="Print the version, or an environment check for bug reports.")
+        description="Print the version, or an environment check for bug reports; --check "
+                    "checks the plugin's gradients and speed on this device.")
     parser.add_argument("--version", action="version", version=f"inductor_ext {__version__}")
     parser.add_argument("--env", action="store_true",
                         help="print the environment check (also the default)")
-    parser.parse_args(argv)
+    parser.add_argument("--check", action="store_true",
+                        help="compile norm backwards with the plugin off and on on this "
+                             "device, check the gradients against float64 and time both")
+    parser.add_argument("--csv", metavar="FILE", help="--check: also write the rows to FILE")
+    parser.add_argument("--device", metavar="DEV",
+                        help="--check: the device (default: npu, else cuda, else cpu)")
+    parser.add_argument("--quick", action="store_true",
+                        help="--check: 4 shapes (bf16, N 1024 and 4096) and fewer timed calls")
+    parser.add_argument("--always-fuse", action="store_true",
+                        help="--check: fuse whatever the cost model says (default: it decides)")
+    args = parser.parse_args(argv)
+    if not args.check and (args.csv or args.device or args.quick or args.always_fuse):
+        parser.error("--csv, --device, --quick and --always-fuse go with --check")
+    if args.check:
+        return _check(args)
     try:
         print("\n".join(environment()), flush=True)
     except BrokenPipeError:  # `python -m inductor_ext | head`: the reader has what it wanted
