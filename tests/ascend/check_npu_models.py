@@ -147,14 +147,7 @@ def run_step(name: str) -> tuple[bool, str]:
     config = getattr(transformers, config_cls)(**SIZE, use_cache=use_cache)
     model = getattr(transformers, model_cls)(config).float().train()
     ids = torch.randint(0, config.vocab_size, (BATCH, SEQ))
-    params = [p for p in model.parameters() if p.requires_grad]
-    eager_loss = model(input_ids=ids, labels=ids).loss
-    eager = torch.autograd.grad(eager_loss, params)
-    compiled = torch.compile(model, dynamic=False)
-    loss = compiled(input_ids=ids, labels=ids).loss
-    grads = torch.autograd.grad(loss, params)
-    worst = max(reference.max_rel_err(g, e) for g, e in zip(grads, eager))
-    loss_err = abs(loss.item() - eager_loss.item())
+    loss_err, worst = reference.training_step_errors(model, ids)
     ok = loss_err < LOSS_TOL and worst < GRAD_TOL
     return ok, f"loss diff {loss_err:.1e}, worst grad rel err {worst:.1e}"
 

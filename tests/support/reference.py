@@ -49,6 +49,18 @@ def assert_close(got: Sequence[torch.Tensor], ref: Sequence[torch.Tensor],
         assert err <= tol, f"{name} ({g.dtype}): max rel err {err:.3e} > {tol:.1e}"
 
 
+def training_step_errors(model: torch.nn.Module, ids: torch.Tensor) -> tuple[float, float]:
+    """(loss difference, worst gradient relative error) of one training step of a
+    language model (loss from the labels, inside the forward) compiled against eager."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    eager_loss = model(input_ids=ids, labels=ids).loss
+    eager = torch.autograd.grad(eager_loss, params)
+    loss = torch.compile(model, dynamic=False)(input_ids=ids, labels=ids).loss
+    grads = torch.autograd.grad(loss, params)
+    worst = max(max_rel_err(g, e) for g, e in zip(grads, eager))
+    return abs(loss.item() - eager_loss.item()), worst
+
+
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), w, eps)
 
