@@ -25,6 +25,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "bench"))
 from ascend_model import shape_info  # noqa: E402
 
+from tests.support import npu_emulation as emu  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not emu.can_emulate(),
+                                reason=str(emu.emulation_unavailable_reason()))
+
 #: (op, N, tokens) in bf16: four that were declined before the planner weighed whole rows
 #: without multibuffer, and LayerNorm 8192x1024, which fused all along.
 WIDTHS = (("rms", 3072, 4096), ("rms", 4096, 4096), ("ln", 2560, 4096), ("ln", 3072, 4096),
