@@ -44,10 +44,10 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
+import check_npu  # noqa: E402  (its recorder of the fused kernels torch_npu defines)
 import torch  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext.targets.ascend import kernel as npu_kernel  # noqa: E402
 from tests.support import npu_emulation as emu  # noqa: E402
 from tests.support import reference  # noqa: E402
 
@@ -152,34 +152,17 @@ def run_step(name: str) -> tuple[bool, str]:
     return ok, f"loss diff {loss_err:.1e}, worst grad rel err {worst:.1e}"
 
 
-@contextlib.contextmanager
-def _fused_kernel_names(into: list[str]):
-    """Record the name of every fused kernel the torch_npu adapter defines."""
-    original = npu_kernel.NpuKernelAdapter.define_kernel
-
-    def define_kernel(self, scheduling, src_code, node_schedule, kernel):
-        name = original(self, scheduling, src_code, node_schedule, kernel)
-        into.append(name)
-        return name
-
-    npu_kernel.NpuKernelAdapter.define_kernel = define_kernel
-    try:
-        yield into
-    finally:
-        npu_kernel.NpuKernelAdapter.define_kernel = original
-
-
 def run(name: str, plugin: bool) -> Outcome:
     """The model's step with the plugin off (torch_npu's own kernels) or on."""
     torch._dynamo.reset()
     inductor_ext.metrics.reset()
-    fused: list[str] = []
+    records: list[dict] = []
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if plugin:
             stack.enter_context(torch._inductor.config.patch(inductor_ext.options()))
             stack.enter_context(inductor_ext.config.patch(always_fuse=True))
-            stack.enter_context(_fused_kernel_names(fused))
+            stack.enter_context(check_npu.capture(records))
         try:
             ok, detail = run_step(name)
             outcome = Outcome(ok, detail if ok else f"wrong result: {detail}")
@@ -194,7 +177,7 @@ def run(name: str, plugin: bool) -> Outcome:
     torch._dynamo.reset()
     outcome.seconds = time.perf_counter() - start
     outcome.fused_norms = inductor_ext.metrics.norms.get("fused", 0) if plugin else 0
-    outcome.fused_kernels = fused
+    outcome.fused_kernels = [record["name"] for record in records]
     return outcome
 
 
