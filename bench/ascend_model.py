@@ -49,12 +49,6 @@ ES = {"bf16": 2, "fp16": 2, "fp32": 4}
 PLAN_ROWS = 256
 
 
-def min_bytes(op: str, M: int, N: int, es: int) -> int:
-    if op == "rms":
-        return 3 * M * N * es + 4 * M + 2 * N * es
-    return 3 * M * N * es + 8 * M + 4 * N * es
-
-
 def shape_info(op: str, M: int, N: int, es: int) -> ShapeInfo:
     """What the hook describes for the norm backward (tests/ascend/test_npu_widths.py
     compares the two): the fused kernel reads x, dy, the weight and the saved fp32 row
