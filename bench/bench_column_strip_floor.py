@@ -2,14 +2,14 @@
 
 `(x + y).sum(-1)` beside `x.sum(0)`, y the transpose of a contiguous [N, M] tensor: the
 fused kernel owns whole rows, so a row block is only as tall as its registers allow, and
-that height is the length of each contiguous run it reads from y (bench/NOTES.md, session
-18). A column strip has no such limit: each program owns BN columns and a share of the
-rows, walks them in [BM, BN] tiles (x read along its rows, y along its columns), keeps the
-column sums in registers and writes one partial row sum per strip; two small folds finish
-both. This hand-written kernel of that structure, timed like the sweep (CUDA graph, L2
-flushed before every replay) against stock torch.compile and upstream mix-order off, is
-the ceiling of building that kernel family into the plugin. The best of a small config
-grid is reported, with the config.
+that height is the length of each contiguous run it reads from y. A column strip has no
+such limit: each program owns BN columns and a share of the rows, walks them in [BM, BN]
+tiles (x read along its rows, y along its columns), keeps the column sums in registers and
+writes one partial row sum per strip; two small folds finish both. This hand-written
+kernel of that structure, timed like the sweep (CUDA graph, L2 flushed before every
+replay) against stock torch.compile and upstream mix-order off, is the ceiling of building
+that kernel family into the plugin. The best of a small config grid is reported, with the
+config.
 
     python bench/bench_column_strip_floor.py --shapes 4096x4096:bf16,65536x1024:fp32
 """

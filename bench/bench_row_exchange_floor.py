@@ -4,7 +4,7 @@ split over G programs that exchange their partial row sums through global memory
 The plugin's fused kernel gives each row to one program, which must hold the column
 partials of the whole row (registers, or register tiles reading the row twice). At few
 rows per SM (M of 1-4 thousand, long rows) that leaves one program per SM whose loads
-wait alone, and a workspace of one fp32 row per program (NOTES.md, sessions 29-36). Here
+wait alone, and a workspace of one fp32 row per program (bench/NOTES.md). Here
 program (g, r) owns the g-th of G column slices of rows r, r + R, r + 2R ... (R = programs
 / G): it loads only its slice, publishes the slice's share of the row sum, and adds the
 G shares (in a fixed order, so dx is deterministic) once all G have arrived. Rows are

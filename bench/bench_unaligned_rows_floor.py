@@ -4,8 +4,8 @@ not start on 16-byte vectors, read as whole 16-byte vectors anyway.
 When N x element bytes is not a multiple of 16, row r starts (r * N) % VEC elements past
 a 16-byte boundary (VEC = 16 / element bytes), and Triton, which cannot prove the start
 aligned, loads such a row 2-4 bytes at a time. On the H100 those rows are the grid's
-family furthest from the copy bar, bound by load instructions rather than DRAM (NOTES.md,
-sessions 26, 35 and 36). Here each row is read from the 16-byte boundary at or before
+family furthest from the copy bar, bound by load instructions rather than DRAM
+(bench/NOTES.md). Here each row is read from the 16-byte boundary at or before
 its start, lane l holding column l - shift, over whole vectors up to the one that holds
 its last element (every vector read holds at least one of the row's elements, so no
 read leaves the tensor's pages); lanes outside the row are zeroed after the load. With

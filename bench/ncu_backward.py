@@ -16,7 +16,7 @@ under 16-bit x, as the sweep's grid draws them); its printed line then ends in `
 
 Each case is printed as it is timed, so the kernels of the CSV follow the printed order.
 Why a shape stays below the copy bandwidth: registers per thread, waves, achieved warps and
-DRAM throughput of the main kernel (bench/NOTES.md, session 25).
+DRAM throughput of the main kernel (the readings so far: bench/NOTES.md).
 """
 
 from __future__ import annotations

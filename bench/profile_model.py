@@ -3,12 +3,12 @@
     python bench/profile_model.py --model bert [--variants stock,inductor_ext] \
         [--csv kernels.csv] [--size layers=2]
 
-Finds the kernel behind a step-time gap in `bench_models.py` (on the H100, BERT's step
-was 1.9% slower with inductor_ext although every norm fused). Each variant compiles the
+Finds the kernel behind a step-time gap in `bench_models.py` (a model whose step is
+slower with inductor_ext although every norm fuses). Each variant compiles the
 model and captures its step in a CUDA graph as bench_models.py does (gradients checked
 against eager); then `--steps` rounds profile one replay of each variant in turns, after
 the same L2 flush, so clock drift over the run hits every variant alike (profiled one
-after another, a second compile of stock ran 0.9% slower than the first on the H100).
+after another, a second compile of stock can time slower than the first).
 Printed: each variant's kernels by device time per step, with launches per step. Add
 `stock_again` (stock compiled a second time) to see what noise alone moves.
 """

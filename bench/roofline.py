@@ -48,11 +48,11 @@ RATIO_BASES = ("stock", "upstream_off", "liger")
 
 #: (smallest M*N, copy fraction ext must reach there), largest first.
 THRESHOLDS = ((16 * 2**20, 0.92), (4 * 2**20, 0.85))
-#: The least time any measured backward has taken past the same-size add, in us: rms
-#: 8289x1536 fp32 on the H100 (50.8 against 48.5, the random grid; hand-written kernels
-#: took 2.8 us or more for their column sums' workspace and fold, bench/NOTES.md session
-#: 28). A shape's `limit_frac` is its copy-speed time over the add's time plus this: what
-#: a backward that also folds its column sums across programs could reach at best.
+#: The least time any measured backward takes past the same-size add, in us (rms
+#: 8289x1536 fp32 on the H100, the random grid; hand-written kernels take longer for their
+#: column sums' workspace and fold). A shape's `limit_frac` is its copy-speed time over
+#: the add's time plus this: what a backward that also folds its column sums across
+#: programs could reach at best.
 FOLD_FLOOR_US = 2.3
 #: The variants besides ext whose fractions the plot shows.
 OTHERS = ("stock", "upstream_off", "fused", "liger")

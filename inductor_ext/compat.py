@@ -1,10 +1,15 @@
 """Where the Inductor versions we support (torch 2.11 - 2.15) and torch_npu's differ, and the
 Inductor names the package uses.
 
-The rest of the package imports Inductor internals through this module only, so a new
-torch release means reading one file. It holds seams, not features: what is built on them
-lives with its user (ir/unsplit.py records split reductions through
-`after_split_reduction`, cache_hits.py logs FX-cache hits through `after_fx_cache_hit`).
+The rest of the package imports Inductor internals through this module, with two
+exceptions: targets/ascend/rms_norm_decomp.py imports Inductor's decomposition and lowering
+tables inside the functions that edit them, and __main__.py reads Inductor's config to
+report it. So a new torch release means reading this file and those two. torch_npu's
+Inductor modules are reached here as well, but for two reads in targets/ascend (npu.py
+reads its config, kernel.py imports its kernel features). It holds seams and the version
+shims behind them, not features: what is built on them lives with its user (ir/unsplit.py
+records split reductions through `after_split_reduction`, cache_hits.py logs FX-cache
+hits through `after_fx_cache_hit`).
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ except ImportError:  # torch 2.11: post-fusion passes are plain callables
 
 
 #: torch 2.11 leaves `_post_fusion_custom_pass` out of the FX graph cache key, so a cached
-#: graph would ignore our options (seen on H100: target "ascend" reused the "cuda" kernels).
+#: graph would ignore our options (a compile with target "ascend" would reuse the "cuda"
+#: kernels).
 #: There a pre-fusion pass that changes nothing carries our uuid into the key instead.
 CACHE_KEY_CARRIER_KEY = None if _SCHEDULER_PASS_IN_CACHE_KEY else "_pre_fusion_custom_pass"
 

@@ -56,8 +56,10 @@ decompose_npu_rms_norm: bool = False
 #: ``excluded_by_config``: a way to rule one module out while checking a regression.
 exclude_modules: list[str] = []
 
-#: Tuning knobs per target, over the defaults in `inductor_ext.plan.tuning`
-#: (`{"cuda": {"register_tile": 16}}`); part of the cache key like every option.
+#: Tuning knobs per target (`{"cuda": {"register_tile": 16}}`), over the defaults of
+#: `CudaTuning` (targets/cuda/tuning.py) and `AscendTuning` (targets/ascend/tuning.py),
+#: each checked against its range (`inductor_ext.plan.tuning`); part of the cache key like
+#: every option.
 tuning: dict = {}
 
 

@@ -57,7 +57,7 @@ NS = (1024, 2560, 3072, 4096)
 QUICK_NS = (1024, 4096)
 #: Under an interpreter (CPU, emulated NPU) M rows and N / INTERPRETED_N_DIVISOR columns:
 #: the interpreter pays per program, and stock Inductor's dw kernel runs one per column
-#: (64 x 1024 took it 20 s a call on 2 CPU cores), so N shrinks too, keeping padded rows
+#: (64 x 1024 takes it about 20 s a call on 2 CPU cores), so N shrinks too, keeping padded rows
 #: padded (320, 384); the whole set then takes minutes, --quick about one.
 INTERPRETED_M = 64
 INTERPRETED_N_DIVISOR = 8

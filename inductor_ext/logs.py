@@ -37,7 +37,7 @@ def register() -> None:
 
     When TORCH_LOGS names this package, torch imports it while parsing the setting and
     attaches the handler itself afterwards; setting the logs up again from inside that
-    import gave the logger a second handler, and every line was printed twice."""
+    import would give the logger a second handler, and print every line twice."""
     from torch._logging import _internal
 
     if LOG_NAME in _internal.log_registry.log_alias_to_log_qnames:

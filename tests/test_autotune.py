@@ -98,8 +98,8 @@ def test_unknown_registers_are_kept_and_nothing_is_emptied():
         launchers, _plan(256, 0), cpu) == launchers
 
 
-#: Qwen3's q-norm + RoPE backward, 131072x128 bf16 at 512 programs on the H100
-#: (bench/NOTES.md, session 15): (rows per iteration, warps, registers, spilled registers).
+#: Qwen3's q-norm + RoPE backward, 131072x128 bf16 at 512 programs, as compiled for the
+#: H100: (rows per iteration, warps, registers, spilled registers).
 #: The two spilling configs fit 4 programs per SM, one wave; the others need two or four.
 QWEN3_Q_NORM = [(64, 8, 255, 200), (32, 8, 242, 0), (32, 16, 125, 0), (16, 2, 255, 60),
                 (16, 4, 242, 0), (16, 8, 128, 0)]
@@ -107,7 +107,7 @@ QWEN3_Q_NORM = [(64, 8, 255, 200), (32, 8, 242, 0), (32, 16, 125, 0), (16, 2, 25
 
 def test_spilling_configs_set_no_wave_minimum(caplog):
     """Inductor times a config that spills as `inf`: keeping only spilling configs (the
-    fewest waves) left it nothing to choose from, and the kernel ran 1.8x slower."""
+    fewest waves) would leave it nothing to choose from, a blind pick."""
     launchers = [_launcher(*c) for c in QWEN3_Q_NORM]
     with caplog.at_level("DEBUG", logger="inductor_ext"):
         kept = autotune.within_planned_waves(launchers, _plan(512, 0), H100)
@@ -125,10 +125,8 @@ def test_spilling_configs_set_no_wave_minimum(caplog):
 
 
 def test_when_every_config_spills_the_fewest_spilling_are_kept(caplog):
-    """Inductor times each spilling config as `inf` and takes the first, so the pick was the
-    list's order. Kept to make the pick a rule: it changed no measured pick (NOTES.md
-    session 36: x1.008 forced spills, x1.002 default); the 216-spilled shape at 0.2x stock
-    was fixed by a tile rule (session 35)."""
+    """Inductor times each spilling config as `inf` and takes the first, so the pick would
+    be the list's order; timing only the fewest spilling makes it a rule."""
     launchers = [_launcher(1, 16, 255, 216), _launcher(1, 8, 255, 38),
                  _launcher(1, 4, 255, 38), _launcher(2, 16, 255, 172)]
     with caplog.at_level("DEBUG", logger="inductor_ext"):
@@ -236,8 +234,8 @@ def test_fused_kernels_with_configs_get_our_autotuner(cuda_knobs, plugin, monkey
        tile_elems=st.sampled_from([1024, 4096, 8192, 32768, 131072]))
 def test_a_plan_with_one_config_runs_that_config(M, N, elem_bytes, columns, tile_elems):
     """One config is not autotuned, so the kernel runs the plan's block_m and warps: they
-    must be that config. tile_elems 32768 at 65536x1024 had left block_m 32 at 8 warps
-    beside its one config (XBLOCK 8): every kernel 8-20x slower on the H100."""
+    must be that config (else tile_elems 32768 at 65536x1024 leaves block_m 32 at 8 warps
+    beside its one config, XBLOCK 8, and the kernel spills)."""
     nbytes = 3 * M * N * elem_bytes
     shape = ShapeInfo(M_hint=M, M_static=True, N=N, num_columns=columns,
                       elem_bytes=elem_bytes, shared_bytes=2 * M * N * elem_bytes,
@@ -262,7 +260,7 @@ def _ln_shape(M: int, N: int, elem_bytes: int = 2) -> ShapeInfo:
 def test_persistent_rows_time_every_config_at_a_second_program_count():
     """ln 8192x2560 bf16 on the H100: about 4 and 3 programs per SM (4096 row blocks
     balanced: 8 and 11 each), every config at both (its 168-register configs fit 3
-    blocks an SM, bench/NOTES.md session 25)."""
+    blocks an SM)."""
     plan = cuda_plan.plan(_ln_shape(8192, 2560), H100_INFO, CudaTuning(), PlanOptions())
     assert plan.program_choices == (512, 373) and plan.programs == 512
     per_count = {count: sorted(c for c in plan.configs if plan.programs_of(c) == count)
@@ -275,8 +273,8 @@ def test_persistent_rows_time_every_config_at_a_second_program_count():
 
 
 def test_long_row_tiles_are_also_timed_at_two_and_one_programs_per_sm():
-    """ln 18174x4800 fp32 on the H100: an 8192-column tile; its configs held one block an
-    SM (194 registers), so 4 per SM ran in 4 waves with 520 workspace rows. Every config
+    """ln 18174x4800 fp32 on the H100: an 8192-column tile; its configs hold one block an
+    SM (194 registers), so 4 per SM run in 4 waves with 520 workspace rows. Every config
     is timed at about 4, 3, 2 and 1 per SM; 4096-column tiles keep two counts."""
     plan = cuda_plan.plan(_ln_shape(18174, 4800, 4), H100_INFO, CudaTuning(), PlanOptions())
     assert plan.r0_block == 8192 and plan.programs == 520

@@ -299,7 +299,7 @@ def test_register_tiles_timed_at_two_rows_keep_the_row_mask(cuda_knobs, plugin, 
     """Register tiles plan one row per iteration and time two: the interpreter runs the
     first config, here a two-row one. With an odd M the last block's second row is past
     the end, so the kernel must keep the row mask that a one-row plan alone would drop
-    (it had read that row: dw inf on CPU, wrong on the H100)."""
+    (without it the kernel reads that row: dw inf on CPU, wrong on a GPU)."""
     from inductor_ext.targets.cuda import plan as cuda_plan
 
     cuda_knobs(register_tile=64, autotune_on_cpu=True)
@@ -366,7 +366,7 @@ def test_register_tiled_counts_per_sm_below_the_plans():
 def test_register_tiled_fewer_counts_also_take_the_plans_threads_per_sm():
     """rms 1450x28736 fp32 on the H100: 264 programs planned (132 row programs x 2
     groups) at up to 16 warps; at 66 row programs (one an SM) each config is also timed
-    at twice its warps, up to 32 (x1.21 measured). Off, or for a persistent row (rms
+    at twice its warps, up to 32. Off, or for a persistent row (rms
     8431x8128 fp16: 264 programs, then 132), the fewer counts keep the plan's warps."""
     from inductor_ext.plan import PROGRAMS_KEY, PlanOptions
     from inductor_ext.targets.cuda import plan as cuda_plan

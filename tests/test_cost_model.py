@@ -188,8 +188,8 @@ def test_strided_groups_fuse_only_with_the_margin():
 
 def test_strided_groups_get_fewer_larger_programs():
     """A transposed operand is read in runs of XBLOCK elements: strided groups plan 2
-    programs per SM with twice the rows per tile (rms 16384x4096 bf16 on the H100: 537
-    -> 304 us, stock 366), coalesced ones keep 4 per SM."""
+    programs per SM with twice the rows per tile (rms 16384x4096 bf16 on the H100 is then
+    faster than stock), coalesced ones keep 4 per SM."""
     strided = cuda_plan.plan(_norm(16384, 4096, strided=True), H100, CudaTuning(),
                              PlanOptions())
     plain = cuda_plan.plan(_norm(16384, 4096), H100, CudaTuning(), PlanOptions())
@@ -228,8 +228,8 @@ def test_unrolled_tiles_need_the_row_in_l1():
 def test_rows_too_long_for_one_program_split_into_column_groups(op, es, groups, programs):
     """Rows of 32768 whose partials or L1 bytes are too many for one program: `groups`
     programs per row program, each reading the whole row for the row sums (a run-time
-    loop) and keeping its share of the partials in registers (H100: ln 2048x32768 bf16
-    223 us vs stock 324, was declined at a looped 612)."""
+    loop) and keeping its share of the partials in registers (on the H100 ln 2048x32768
+    bf16 is then faster than stock; as looped tiles it is declined)."""
     shape = _norm(2048, 32768, es=es, columns=2 if op == "ln" else 1)
     plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
     assert (plan.column_groups, plan.programs, plan.register_tiles) == (groups, programs, 8)
@@ -240,8 +240,8 @@ def test_rows_too_long_for_one_program_split_into_column_groups(op, es, groups, 
 
 
 def test_rows_of_65536_split_into_four_groups():
-    """ln 1024x65536 bf16: 512 KB of partials, 128 KB in each of 4 groups (H100: 262 us
-    against stock's 348; the looped tiles it ran before were declined)."""
+    """ln 1024x65536 bf16: 512 KB of partials, 128 KB in each of 4 groups (faster than
+    stock on the H100; as looped tiles it is declined)."""
     plan = cuda_plan.plan(_norm(1024, 65536, columns=2), H100, CudaTuning(), PlanOptions())
     assert (plan.column_groups, plan.register_tiles, plan.group_tiles) == (4, 16, 4)
     two = dataclasses.replace(CudaTuning(), max_column_groups=2)
@@ -255,8 +255,8 @@ def test_rows_of_65536_split_into_four_groups():
     (28672, 2, 2048, 14),
 ])
 def test_rows_whose_tiles_no_group_count_shares_halve_the_tile(N, groups, tile, tiles):
-    """LayerNorm rows of odd tile counts (H100, held out: ln 8192x20480 / 4096x18432 /
-    4096x28672 bf16 ran 1.26 / 1.45 / 1.45x stock; they had looped, declined)."""
+    """LayerNorm rows of odd tile counts (held out: ln 8192x20480 / 4096x18432 /
+    4096x28672 bf16, faster than stock on the H100 this way; as looped tiles, declined)."""
     plan = cuda_plan.plan(_norm(4096, N, columns=2), H100, CudaTuning(), PlanOptions())
     assert (plan.column_groups, plan.r0_block, plan.register_tiles) == (groups, tile, tiles)
     no_halving = dataclasses.replace(CudaTuning(), min_register_tile=4096)
@@ -332,15 +332,15 @@ def test_the_hook_records_the_strided_operand(plugin, tmp_path, monkeypatch):
 
 
 def test_strided_rows_that_are_pieces_of_a_longer_axis_are_priced_per_element():
-    """The hook's facts of sum 4096x4096 fp32 transposed on the H100 (2026-11-24 sweep):
-    Inductor split the 4096-long rows into 131072 rows of 128, so adjacent rows of the
-    transposed operand are 512 KB apart. Priced at block_m-element runs the model fused
-    it and the kernel ran 357 us against stock's 84; priced per element it declines."""
+    """The hook's facts of sum 4096x4096 fp32 transposed on the H100: Inductor splits the
+    4096-long rows into 131072 rows of 128, so adjacent rows of the transposed operand are
+    512 KB apart. Priced at block_m-element runs the model would fuse it, and the kernel
+    is several times slower than stock; priced per element it declines."""
     facts = ShapeInfo(M_hint=131072, M_static=True, N=128, num_columns=1, elem_bytes=4,
                       shared_bytes=67108864, total_bytes=134758400, unfused_bytes=201867264,
                       row_elem_bytes=8, device=torch.device("cuda"),
                       strided_bytes=67108864, strided_elem_bytes=4)
-    assert _estimate(facts).fuse  # the verdict that cost 4.3x
+    assert _estimate(facts).fuse  # the wrong verdict: block_m-element runs
     apart = dataclasses.replace(facts, strided_rows_adjacent=False)
     plan = cuda_plan.plan(apart, H100, CudaTuning(), PlanOptions())
     assert cost.strided_run_bytes(apart, plan) == 4 < cost.strided_run_bytes(facts, plan)
@@ -559,16 +559,16 @@ def test_the_hook_records_a_transposed_operand_only_a_column_reads(plugin, tmp_p
 
 
 @pytest.mark.parametrize("M,N,es,columns,hinted", [
-    (8192, 16384, 2, 2, True),  # 131 programs x 64 KB: 8.4 MB, the hint paid (288 vs 364 us)
-    (2048, 24576, 2, 1, True),  # 12.6 MB: within a quarter of the L2 (a tie measured)
-    (4096, 16384, 4, 2, False),  # 128 x 128 KB: 16.8 MB (347 with it, 318 without)
-    (2048, 32768, 2, 1, False),  # 16.8 MB (172 / 165 us)
-    (2048, 32768, 4, 1, False),  # 2 groups x 128 programs x 256 KB (476 / 356 us)
+    (8192, 16384, 2, 2, True),  # 131 programs x 64 KB: 8.4 MB, the hint pays
+    (2048, 24576, 2, 1, True),  # 12.6 MB: within a quarter of the L2 (a tie)
+    (4096, 16384, 4, 2, False),  # 128 x 128 KB: 16.8 MB, slower with the hint
+    (2048, 32768, 2, 1, False),  # 16.8 MB
+    (2048, 32768, 4, 1, False),  # 2 groups x 128 programs x 256 KB
 ])
 def test_register_tiled_rows_hint_l2_only_what_fits(M, N, es, columns, hinted):
     """The L2 hint of the next row block stays in register-tiled loops only while every
-    program's hinted block fits a quarter of the L2 together; more pushed out the rows
-    the programs were reading (H100 sweep, session 17)."""
+    program's hinted block fits a quarter of the L2 together; more pushes out the rows
+    the programs are reading."""
     plan = cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, CudaTuning(),
                           PlanOptions())
     assert plan.register_tiles and bool(plan.l2_prefetch) is hinted
@@ -578,8 +578,8 @@ def test_register_tiled_rows_hint_l2_only_what_fits(M, N, es, columns, hinted):
 
 
 def test_unaligned_long_rows_take_column_tiles():
-    """rms 2392x10167 fp16 (rows of 20334 bytes, not whole 16-byte vectors) spilled 80
-    registers as one persistent row (H100: 0.88x stock); its aligned neighbour of 16256
+    """rms 2392x10167 fp16 (rows of 20334 bytes, not whole 16-byte vectors) spills 80
+    registers as one persistent row on an H100; its aligned neighbour of 16256
     and the unaligned 4918 (a padded 8192) stay persistent."""
     unaligned = cuda_plan.plan(_norm(2392, 10167), H100, CudaTuning(), PlanOptions())
     assert unaligned.column_tiled and unaligned.register_tiles == 5  # of 2048 columns
@@ -591,7 +591,7 @@ def test_unaligned_long_rows_take_column_tiles():
 
 def test_grouped_row_sums_are_priced_per_tile_and_row():
     """ln 405x18752 bf16: 7 rows per program, each a run-time loop over 10 tiles for its
-    row sums (H100: fused 48.6 us, stock 41.1): declined."""
+    row sums (slower fused than stock on the H100): declined."""
     shape = _norm(405, 18752, columns=2)
     plan = cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
     assert plan.column_groups == 2 and not plan.unroll_row_sums
@@ -606,7 +606,7 @@ def test_grouped_row_sums_are_priced_per_tile_and_row():
        columns=st.integers(1, 3))
 @example(M=2392, N=10167, es=2, columns=1)
 def test_every_planned_warp_count_is_a_power_of_two(M, N, es, columns):
-    """Triton takes no other (342 register-tiled programs had made 12)."""
+    """Triton takes no other (342 register-tiled programs would make 12)."""
     plan = cuda_plan.plan(_norm(M, N, es=es, columns=columns), H100, CudaTuning(),
                           PlanOptions())
     warps = [plan.num_warps, *(dict(c)["num_warps"] for c in plan.configs)]
@@ -616,10 +616,10 @@ def test_every_planned_warp_count_is_a_power_of_two(M, N, es, columns):
 def test_few_rows_at_one_program_per_sm_double_buffer():
     """One resident program per SM (few rows) double-buffers one-row blocks from
     `prefetch_min_rows_alone` rows a program; two-row blocks and more programs per SM
-    keep the `prefetch_min_rows` rule, and so does the old setting (0)."""
+    keep the `prefetch_min_rows` rule, and so does `prefetch_min_rows_alone` 0."""
     tuning = CudaTuning()
     old = dataclasses.replace(tuning, prefetch_min_rows_alone=0)
-    few = _norm(1430, 4672)  # 130 programs of 11 one-row blocks (bench/NOTES.md, session 29)
+    few = _norm(1430, 4672)  # 130 programs of 11 one-row blocks
     plan, plan_old = (cuda_plan.plan(few, H100, t, PlanOptions()) for t in (tuning, old))
     assert plan.programs == plan_old.programs <= H100.cores and plan.block_m == 1
     assert plan.prefetch and not plan_old.prefetch

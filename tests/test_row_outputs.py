@@ -1,10 +1,10 @@
 """Columns that read what the row side computes: the fused kernel hands them the row
 block's values in registers (legality.row_outputs_read).
 
-Two shapes of it were declined on an H100 in Qwen3's q/k norms (bench/NOTES.md,
-2026-11-23): the k_norm's dy (the RoPE backward, computed in the dx kernel) stored as
-[B, H, T, D] while the rows run over (b, t, h); and the q_norm's dw summing a dy * x_hat
-buffer that only the dx kernel writes, so the pair read no common input."""
+Qwen3's q/k norms have two shapes of it, which would decline without this: the k_norm's
+dy (the RoPE backward, computed in the dx kernel) stored as [B, H, T, D] while the rows
+run over (b, t, h); and the q_norm's dw summing a dy * x_hat buffer that only the dx
+kernel writes, so the pair reads no common input."""
 
 import pytest
 import sympy

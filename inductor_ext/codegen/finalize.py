@@ -83,7 +83,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
                        "mutated_arg_names")
     }
     # Segmented partials: one program per (column block, sample), so the samples' folds
-    # run side by side (a loop over 32 samples in 8 programs took 23.5 us, H100).
+    # run side by side, not as a chain of dependent folds in a program's loop.
     samples = max(part.segments for part in kernel.partials)
     inductor_meta.update(grid_type="FixedGrid",
                          fixed_grid=[str(block.programs(N)), str(samples), "1"],

@@ -1,9 +1,10 @@
 """Compile a generated kernel while its group can still fall back.
 
 The wrapper compiles its kernels when it is loaded, after every scheduling decision is
-final: a fused kernel that failed to compile there broke the step. Compiled here, during
-codegen and inside codegen/backend.py's fallback, a failure leaves Inductor's (or
-torch_npu's) own kernels for that group, one warning and an `internal_error` decline.
+final: a fused kernel that fails to compile there breaks the step. Compiled here, during
+codegen and inside the fallback of inductor_ext/scheduling.py (`_codegen_or_fallback`), a
+failure leaves Inductor's (or torch_npu's) own kernels for that group, one warning and an
+`internal_error` decline.
 
 It compiles to the wrapper's bar: the kernel's module is loaded (its decorator builds the
 autotuner) and its configs are compiled in order until one compiles, as an autotuner drops

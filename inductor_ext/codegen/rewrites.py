@@ -199,8 +199,8 @@ def chunk_row_sums(code: str, chunk: int) -> str:
 
     A run of 8 columns is what one thread holds of a 16-byte vector load, so the fold is
     register adds in the thread, no shuffles. At LayerNorm 8192x16384 (two row sums over
-    tiles of 4096, 16 warps) this frees 14 registers per thread and took the H100 kernel
-    from 10 spilled registers to none, 309 -> 290 us (bench/NOTES.md, session 10).
+    tiles of 4096, 16 warps) this frees 14 registers per thread, enough that the kernel
+    does not spill.
 
     Only fp32 sums written in Inductor's looped form are rewritten:
         _tmpA = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
@@ -277,8 +277,7 @@ def stream_row_stores(code: str) -> str:
 
     A column-tiled row is read twice (the second pass from L1 or L2) and its successor is
     hinted into L2 ahead of time; the streaming dx lines then stop pushing those rows and
-    the workspace out. LayerNorm 8192x16384 on H100: 297 -> 292 us (bench/NOTES.md,
-    session 10). Stores that already carry a cache hint are left as they are."""
+    the workspace out. Stores that already carry a cache hint are left as they are."""
     out = []
     for line in code.splitlines():
         match = _ROW_STORE.match(line)
@@ -305,8 +304,7 @@ def unpin_row_loads(code: str) -> str:
     that into an L1 *and* an L2 priority, but in a register-tiled kernel the second pass
     reads the row back from L1: the L2 copy is never read again, yet each row time pins
     another 8.4 MB of x and dy there (LayerNorm 8192x16384 on H100; Nsight Compute shows
-    these loads as L2 HIT_LAST), ahead of the lines hinted for the next row. With the
-    default policy: 290.5 -> 288.5 us end to end (bench/NOTES.md, session 11). The weight
+    these loads as L2 HIT_LAST), ahead of the lines hinted for the next row. The weight
     (a column-only index) and per-row scalars (row-only) keep their hint."""
     out = [_PINNED_ROW_LOAD.sub(r"\1", line) for line in code.splitlines()]
     return _joined_like(out, code)
@@ -418,8 +416,8 @@ def aligned_row_edges(indent: str, ptr: str, start: str, value: str, mask: str,
     """Stores of a row's first and last vectors' lanes (under `mask` with the row's lanes
     in place of `r0_mask`): each vector picked out of the row's [XBLOCK, R0_BLOCK / v, v]
     view by a sum that keeps one vector (the others zero; exact). Not `tl.gather`, which
-    Triton lowers to tens of thousands of warp shuffles at 8192 lanes (68k PTX lines,
-    seconds to build a config: bench/NOTES.md, session 39)."""
+    Triton lowers to tens of thousands of warp shuffles at 8192 lanes (seconds to build
+    a config)."""
     v = vector
     vectors = (f"tl.reshape(tl.broadcast_to({value}, [XBLOCK, R0_BLOCK]), "
                f"[XBLOCK, R0_BLOCK // {v}, {v}])")

@@ -371,7 +371,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
 
     def _write_pdl_trigger(self, body: IndentedBuffer) -> None:
         """After the row loop: the final step may launch once every program is here (not
-        at the start: its programs would then wait beside ours, 3-7 us slower)."""
+        at the start: its programs would then wait beside ours and slow them down)."""
         if self.plan.final_step_pdl:
             body.writeline(self.flavor.pdl_trigger_statement())
 

@@ -89,13 +89,12 @@ def split_rows_reason(shape: ShapeInfo) -> str:
     long rows (or over a transposed operand) into partial sums; fused with each program
     on all pieces, the kernel saves only the column kernel's second read while dx still
     waits for the second stage, and the pieces' many short rows pay for a workspace row
-    per program: the H100 sweep ran all 12 such cases slower (0.12-0.99x of stock,
-    cost_sweep_h100.csv). Where the columns reduce per piece (`walks_pieces`) and the row
-    side reads a transposed operand, each program walks one piece's rows: the operand is
-    read in runs along the original rows, which Inductor's split kernel cannot do
-    (1.19-1.44x the better of stock and upstream off, cost_sweep_strips_h100.csv). Without
-    a strided operand the strip has no such gain: the 8 split long rows ran 0.58-1.05x
-    fused (0.77-1.07x once the final step folded the pieces side by side)."""
+    per program: every such case of the H100 sweep (cost_sweep_h100.csv) is slower fused
+    than stock. Where the columns reduce per piece (`walks_pieces`) and the row side reads
+    a transposed operand, each program walks one piece's rows: the operand is read in runs
+    along the original rows, which Inductor's split kernel cannot do, and the strip is
+    faster than stock and upstream (cost_sweep_strips_h100.csv). Without a strided operand
+    the strip has no such gain: split long rows are no faster fused."""
     if shape.row_pieces <= 1 or (shape.walks_pieces and shape.strided_bytes):
         return ""
     strip = (" (a column strip pays only where the row side reads a transposed operand)"

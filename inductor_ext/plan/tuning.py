@@ -1,10 +1,10 @@
 """Tuning knobs of each target, as frozen values (the way quack keeps per-arch configs).
 
 Each target's knobs are a frozen dataclass in its package (targets/<name>/tuning.py), with
-the measurement behind each default and the range it takes (`knob`); a user, test or bench
-changes one through `inductor_ext.config.tuning` (`{"cuda": {"register_tile": 16}}`),
-which is part of the pass's cache key, so a changed knob never reuses a kernel planned
-without it. Every construction checks every knob against its range (`Tuning`), so a bad
+the reason for each default and the range it takes (`knob`); a user, test or bench changes
+one through `inductor_ext.config.tuning` (`{"cuda": {"register_tile": 16}}`), which is
+part of the pass's cache key, so a changed knob never reuses a kernel planned without
+it. Every construction checks every knob against its range (`Tuning`), so a bad
 value fails where it is set, naming the knob, instead of deep inside a compile."""
 
 from __future__ import annotations

@@ -8,11 +8,10 @@ rows, the row-program count (`RPROGRAMS`) differ.
 
 Before timing, configs whose registers would run the grid in more waves than the plan
 allows (`LaunchPlan.max_extra_waves`) are dropped: at short kernels a second wave costs
-more than Inductor's timing noise shows (bench/NOTES.md, session 12). Configs that spill
-registers are dropped first and count for no wave minimum: Inductor times a spilling
-config as `inf`, so a filter that kept only spilling configs left the autotuner a blind
-pick (Qwen3's q-norm + RoPE backward on the H100: 171 us against 95 us, session 15); when
-every config spills, only the fewest spilling are kept.
+more than Inductor's timing noise shows. Configs that spill registers are dropped first
+and count for no wave minimum: Inductor times a spilling config as `inf`, so a filter that
+kept only spilling configs would leave the autotuner a blind pick; when every config
+spills, only the fewest spilling are kept.
 Of one config's row-program counts only those of its fewest waves are timed.
 """
 
@@ -96,9 +95,7 @@ def spills(launcher: Any, threshold: int) -> bool:
 
 def fewest_spills(launchers: Sequence[Any], programs: int) -> list[Any]:
     """Every config spills: the ones spilling the fewest registers. Inductor times all of
-    them as `inf` and takes the first, so without this the pick is the list's order (on
-    the H100 the first was also the least spilling wherever measured: bench/NOTES.md,
-    session 36)."""
+    them as `inf` and takes the first, so without this the pick is the list's order."""
     least = min(launcher.n_spills for launcher in launchers)
     kept = [launcher for launcher in launchers if launcher.n_spills == least]
     log.debug("mix-order kernel, %d programs: every config spills registers; timing only "

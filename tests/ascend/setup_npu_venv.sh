@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the venv that runs the torch_npu emulation (inductor_ext/testing/npu_emulation.py):
+# Build the venv that runs the torch_npu emulation (tests/support/npu_emulation.py):
 #   torch 2.13.0 (CPU), triton-ascend 3.2.0 (it installs a package named `triton`, hence a
 #   venv of its own), numpy < 2.4 (2.4 breaks triton-ascend's interpreter), pytest,
 #   hypothesis, pybind11, transformers (optional: the tiny Llama test), ascendnpu-ir 1.2.0

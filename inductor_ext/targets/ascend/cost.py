@@ -54,7 +54,8 @@ def class_hbm_bytes_per_s(ascend950: bool) -> float:
 
 
 #: Bytes of the smallest block torch_npu's tile generator gives an axis: a tail dim is
-#: aligned to 32 bytes (runtime/tile_generator.py's `aligned_numel_32byte`; ascend_facts.md).
+#: aligned to 32 bytes (torch_npu/_inductor/runtime/tile_generator.py's
+#: `aligned_numel_32byte`; ../shared/reference/ascend_facts.md).
 BLOCK_ALIGN_BYTES = 32
 
 

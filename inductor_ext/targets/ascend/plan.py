@@ -258,7 +258,7 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
     ceil(B * per / C) * ceil(blocks / per), the fewest programs on a tie: with B <= C
     usually floor(C / B) in one wave; B = 16 samples of 64 row blocks on 40 cores take 5
     programs each, two full waves of 13 blocks (26 block times; 2 per sample, one wave:
-    32); B = 48 no longer runs a second wave of 8 programs that each walk a whole sample
+    32); B = 48 does not run a second wave of 8 programs that each walk a whole sample
     (with 64 blocks: 5 per sample, 78 block times against 128). Interleaved samples (a
     split row's pieces) are walked by the generic row loop only; torch_npu's kernel
     declines them at codegen."""

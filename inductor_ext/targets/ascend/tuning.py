@@ -1,8 +1,9 @@
-"""The Ascend target's tuning knobs: frozen defaults, each with the measurement behind it (a
-user changes one through `inductor_ext.config.tuning`, part of the cache key). Each knob
-declares the range its planner needs beside its default (`knob`: block rows and column
-tiles a power of two, shares in (0, 1]); `Tuning` checks it when set, so a cost-model
-knob out of range cannot invert decisions silently."""
+"""The Ascend target's tuning knobs: frozen defaults, each with the reason for it (the
+cost model's are assumed, not measured on a device; a user changes one through
+`inductor_ext.config.tuning`, part of the cache key). Each knob declares the range its
+planner needs beside its default (`knob`: block rows and column tiles a power of two,
+shares in (0, 1]); `Tuning` checks it when set, so a cost-model knob out of range cannot
+invert decisions silently."""
 
 from __future__ import annotations
 

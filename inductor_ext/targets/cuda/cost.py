@@ -64,7 +64,7 @@ class Estimate:
 def upstream_would_fuse(shape: ShapeInfo, gates: str) -> bool:
     """Whether stock torch.compile's own mix-order reduction takes this shape (its gates
     as of each torch release, see compat.upstream_mix_order_gates). It declines strided
-    operands (measured: stock ran as upstream-off in all 16 transposed sweep cases)."""
+    operands (stock times as upstream-off in all 16 transposed cases of the sweep)."""
     if gates == "none" or shape.N > 16384 or not shape.M_static or shape.strided_bytes:
         return False
     M, N = shape.M_hint, shape.N

@@ -240,8 +240,8 @@ def row_block_configs(block_m: int, max_warps: int, warps_for: Callable[[int], i
     """At most 9: rows per iteration {block_m, block_m/2, block_m/4} x warps {half, one,
     two} times `warps_for(rows)` (each at least 2, at most `max_warps`). `r0_block` fixes
     R0_BLOCK in each config, for code unrolled for that tile (None: Inductor's own).
-    Pipelining stages are not searched: the loads of this loop were not pipelined by
-    Triton 3.6 (stages 1 and 2 timed alike)."""
+    Pipelining stages are not searched: Triton 3.6 does not pipeline this loop's loads
+    (stages 1 and 2 time alike)."""
     fixed = () if r0_block is None else (("R0_BLOCK", r0_block),)
     out = []
     for xblock in (block_m, block_m // 2, block_m // 4):
@@ -278,7 +278,7 @@ def fewer_register_tiled_programs(shape: ShapeInfo, device: DeviceInfo, tuning: 
     first: every whole number of programs per SM below the plan's, down to one, each
     balanced over the rows. The plan's count is what the partials' registers allow; the
     compiled code may hold fewer blocks an SM (rms 2392x10167 fp16: 3 planned, 255
-    registers at 4 warps hold 2, so 342 programs ran in two waves)."""
+    registers at 4 warps hold 2, so 342 programs run in two waves)."""
     if not tuning.register_tiled_fewer_programs:
         return ()
     per_sm = -(-programs * groups // device.cores)
@@ -324,9 +324,7 @@ def use_prefetch(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, r0_bl
                  block_m: int, programs: int, column_tiled: bool) -> bool:
     """Double-buffer the loads of persistent rows when a program has enough iterations:
     `prefetch_min_rows` rows, or `prefetch_min_rows_alone` for one-row blocks at one
-    program per SM, where nothing else hides a row's load round trip. Measured on H100
-    with strided rows: LayerNorm 16384x8192 -13%, N=128 -4..6%, 4096x4096 (31 rows per
-    program) -3..12%; one program per SM: bench/NOTES.md, session 29."""
+    program per SM, where nothing else hides a row's load round trip."""
     if column_tiled or not tuning.prefetch_min_n <= r0_block <= tuning.prefetch_max_n:
         return False
     if block_m == 1 and programs <= device.cores and tuning.prefetch_min_rows_alone > 0:
@@ -337,8 +335,8 @@ def use_prefetch(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, r0_bl
 def l2_prefetch_for(device: DeviceInfo, tuning: CudaTuning, double_buffered: bool = False
                     ) -> int:
     """Row blocks ahead for the L2 hint (0: none). Not where the next block is already
-    loaded into registers (it cost 0.3-1.3% there); the bulk prefetch exists from sm_90
-    (Hopper) on; the interpreter has no L2 to hint (tests may turn it on)."""
+    loaded into registers (there the hint makes the loop slower); the bulk prefetch exists
+    from sm_90 (Hopper) on; the interpreter has no L2 to hint (tests may turn it on)."""
     if tuning.l2_prefetch_distance <= 0 or double_buffered:
         return 0
     if device.interpreted:
@@ -349,11 +347,9 @@ def l2_prefetch_for(device: DeviceInfo, tuning: CudaTuning, double_buffered: boo
 def hint_fits_l2(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning, grid: int,
                  block_m: int) -> bool:
     """Whether the row blocks every program hints into L2 ahead (their [M, N] inputs)
-    fit `register_tiled_hint_l2_share` of the L2. Register-tiled rows, H100, fused µs
-    with / without the hint: ln 8192x16384 bf16 (8.4 MB hinted) 288 / 364; at 16.8 MB and
-    more the hints pushed out what the programs were reading: ln 4096x16384 fp32 347 /
-    318, rms 2048x32768 bf16 172 / 165, ln 2048x32768 fp32 489 / 351, rms 2048x32768 fp32
-    (64 MB) 476 / 356."""
+    fit `register_tiled_hint_l2_share` of the L2. Register-tiled rows gain from a hint of
+    8.4 MB (ln 8192x16384 bf16 on an H100); at 16.8 MB and more the hinted rows push out
+    what the programs are reading, and the hint costs more than it saves."""
     hinted = grid * block_m * shape.shared_row_bytes
     return hinted <= tuning.register_tiled_hint_l2_share * device.l2_bytes
 
@@ -372,8 +368,8 @@ def final_step_block(tuning: CudaTuning, N: int, programs: int, partials: int,
 def final_step_warps_for(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
                          programs: int) -> int:
     """`final_step_warps`, halved when the final step has more programs than
-    `final_step_programs_per_sm` per SM (N=16384: 1024 programs of 16 columns, 4 warps
-    took 8.4-8.9 us against 9.3-9.5; at 256 or 8 programs 8 warps were faster)."""
+    `final_step_programs_per_sm` per SM (N=16384: at 1024 programs of 16 columns 4 warps
+    are faster than 8; at 256 or 8 programs 8 are)."""
     block = final_step_block(tuning, shape.N, programs, shape.num_columns)
     if block.programs(shape.N) > tuning.final_step_programs_per_sm * device.cores:
         return max(1, tuning.final_step_warps // 2)
@@ -453,8 +449,8 @@ class RowLayout:
         if self.block_partials:
             return vector_warps(shape, rows, self.r0_block)
         if self.vector:
-            # Eight vectors a thread of x and of dy in flight: 4 warps at 8192 lanes ran
-            # x1.3-x1.4 faster than 8 (H200 probe, bench/NOTES.md session 38).
+            # Eight vectors a thread of x and of dy in flight: at 8192 lanes 4 warps are
+            # faster than 8.
             return max(2, rows * self.r0_block // (32 * 8 * self.vector))
         return max(2, rows * self.r0_block // self.tuning.elems_per_warp)
 
@@ -556,7 +552,7 @@ def aligned_row_vector(shape: ShapeInfo, tuning: CudaTuning, options: PlanOption
 def aligned_row_extra(shape: ShapeInfo, layout: RowLayout) -> tuple[tuple[str, int], ...]:
     """An aligned row's `extra`: its vector, and its weights loaded once a program (at the
     row's shifted columns they are element-wise: as many load instructions a row as its x
-    and dy vectors; H200 x1.07-x1.81 on 8 shapes, bench/NOTES.md session 39)."""
+    and dy vectors)."""
     if not layout.vector:
         return ()
     return ((ROW_VECTOR_KEY, layout.vector),) + (
@@ -581,7 +577,8 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         programs = layout.programs(shape, device, block_m)
     max_warps = warps_at(device, tuning, programs, groups)
     num_warps = layout.num_warps(shape, block_m, max_warps)
-    # An aligned row's loads are not double-buffered: the probe that measured it had none.
+    # An aligned row's loads are not double-buffered: aligned rows are measured only
+    # without it.
     prefetch = layout.kind != "aligned" and use_prefetch(shape, device, tuning, r0_block,
                                                          block_m, programs, column_tiled)
     configs: tuple[Config, ...] = ()
@@ -589,8 +586,8 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         configs = layout.configs(shape, device, block_m, max_warps)
     if len(configs) == 1:
         # One config is not autotuned: the kernel runs the plan's own XBLOCK and warps, so
-        # they must be that config (a tile_elems of 32768 at N=1024 had left block_m 32
-        # at 8 warps, which no config holds: 20x slower from spills on the H100).
+        # they must be that config (else a tile_elems of 32768 at N=1024 leaves block_m 32
+        # at 8 warps, which no config holds, and the kernel spills).
         fixed = dict(configs[0])
         block_m, num_warps = int(fixed["XBLOCK"]), int(fixed["num_warps"])
     fewer: tuple[int, ...] = ()
@@ -630,9 +627,9 @@ def with_segments(plan_: LaunchPlan, segments: int, M_hint: int,
     """The plan with its programs laid out per sample for segmented column reductions:
     about as many programs as planned, a whole number per sample, none with no row block
     of its sample to walk. Samples of contiguous rows leave the register double
-    buffering off (adaLN: one row range over all M rows when it was written); interleaved
-    ones keep it (the next block's rows are t * B + seg) but drop the L2 hint (it hints
-    a run of adjacent rows, which is not the next row block)."""
+    buffering off (adaLN: its next-block loads are written for one row range over all M
+    rows); interleaved ones keep it (the next block's rows are t * B + seg) but drop the
+    L2 hint (it hints a run of adjacent rows, which is not the next row block)."""
     segmented = dataclasses.replace(plan_, segments=segments,
                                     prefetch=plan_.prefetch and interleaved,
                                     interleaved_segments=interleaved,
