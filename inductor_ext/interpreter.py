@@ -6,7 +6,9 @@ whole path: hook, codegen, launch and final sum. Two things need patching for th
 Triton backend hash (no driver is active) and ``libdevice``: names ``tl.math`` has resolve
 there, and the interpreter, which runs no extern library, evaluates libdevice's other calls
 (``isnan``, ``isinf``, ``tanh`` of tanh-GELU, ...) with numpy (`_LIBDEVICE_NUMPY`). Atomic
-operands are made contiguous (the interpreter misreads broadcast views).
+operands are made contiguous (the interpreter misreads broadcast views). Welford merges
+(LayerNorm's forward statistics over looped rows) run as sums, not one Python call per
+element (`interpreter_kernels.welford`).
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def cpu_interpret() -> Iterator[None]:
     import torch.utils._triton as torch_triton
     from triton.runtime.interpreter import InterpreterBuilder
 
+    from . import interpreter_kernels
     from .compat import inductor_config, triton_compat, triton_helpers
 
     old_env = os.environ.get("TRITON_INTERPRET")
@@ -222,6 +225,7 @@ def cpu_interpret() -> Iterator[None]:
         mock.patch.object(torch_triton, "triton_hash_with_backend",
                           lambda: _INTERPRET_HASH),
         mock.patch.object(triton_helpers, "libdevice", libdevice),
+        mock.patch.object(triton_helpers, "welford", interpreter_kernels.welford),
         mock.patch.object(InterpreterBuilder, "create_inline_asm",
                           _inline_asm_hints_as_no_ops(InterpreterBuilder.create_inline_asm)),
         mock.patch.object(InterpreterBuilder, "create_extern_elementwise",

@@ -80,3 +80,58 @@ def test_without_triton_the_demo_and_harness_say_so(monkeypatch):
     with pytest.raises(RuntimeError, match="Triton is not installed"):
         with cpu_interpret():
             pass
+
+
+def _welford_merge_kernel():
+    """A kernel that merges [4, R] partials along dim 1 with one of two welford functions:
+    Inductor's pairwise `triton_helpers.welford` as imported (before cpu_interpret replaces
+    it) or the interpreter's `interpreter_kernels.welford`."""
+    import triton
+    import triton.language as tl
+
+    from inductor_ext import interpreter_kernels
+    from inductor_ext.compat import triton_helpers
+
+    globals().update(tl=tl, _PAIRWISE=triton_helpers.welford,
+                     _SUMS=interpreter_kernels.welford)
+
+    @triton.jit
+    def merge(mean_ptr, m2_ptr, weight_ptr, out_ptr, R: tl.constexpr, SUMS: tl.constexpr):
+        offsets = tl.arange(0, 4)[:, None] * R + tl.arange(0, R)[None, :]
+        mean = tl.load(mean_ptr + offsets)
+        m2 = tl.load(m2_ptr + offsets)
+        weight = tl.load(weight_ptr + offsets)
+        if SUMS:
+            merged, spread, total = _SUMS(mean, m2, weight, 1)  # noqa: F821
+        else:
+            merged, spread, total = _PAIRWISE(mean, m2, weight, 1)  # noqa: F821
+        rows = tl.arange(0, 4)
+        tl.store(out_ptr + rows, merged)
+        tl.store(out_ptr + 4 + rows, spread)
+        tl.store(out_ptr + 8 + rows, total)
+
+    return merge
+
+
+@pytest.mark.parametrize("case", ["random", "empty_partials", "infinite_means", "one_row"])
+def test_welford_merge_as_sums_matches_inductors_pairwise_merge(case):
+    """`interpreter_kernels.welford` (the interpreter's stand-in) gives the statistics of
+    Inductor's pairwise `triton_helpers.welford` on the same partials, empty partials and
+    infinite means included."""
+    merge = _welford_merge_kernel()
+    R = 16
+    weight = torch.randint(1, 5, (4, R)).float()
+    mean, m2 = torch.randn(4, R), torch.rand(4, R) * weight
+    if case == "empty_partials":
+        weight[:, ::3], mean[:, ::3], m2[:, ::3] = 0, 0, 0
+        weight[3], mean[3], m2[3] = 0, 0, 0
+    elif case == "infinite_means":
+        mean[1] = float("inf")
+        mean[2] = float("-inf")  # (a row of mixed infinite and finite means has no
+        # variance: both give a non-finite row there, not the same one)
+    elif case == "one_row":
+        weight[:, 1:], mean[:, 1:], m2[:, 1:] = 0, 0, 0
+    got, want = torch.empty(12), torch.empty(12)
+    merge[(1,)](mean, m2, weight, got, R=R, SUMS=True)
+    merge[(1,)](mean, m2, weight, want, R=R, SUMS=False)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
