@@ -157,7 +157,8 @@ def test_no_test_or_bench_patches_a_flavor_or_a_device_query():
     forbidden = {"CudaFlavor", "AscendFlavor", "cuda", "ascend", "device", "compat",
                  "type(flavor)"}
     offenders = [f"{path.name}: setattr({target}, {attr!r}, ...)"
-                 for folder in ("tests", "bench") for path in sorted((ROOT / folder).glob("*.py"))
+                 for folder in ("tests", "bench", "bench/probes")
+                 for path in sorted((ROOT / folder).glob("*.py"))
                  for target, attr in _setattr_targets(path)
                  if target in forbidden
                  and not (target == "compat" and attr in FORCEABLE_COMPAT)]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench", "probes"))
 import bench_norm_bwd  # noqa: E402
 import common  # noqa: E402
 

@@ -23,7 +23,7 @@ rows an iteration, so the difference is the layout alone. Every launch is checke
 float64 first, then timed with the GraphTimer and L2 flush of the other benchmarks,
 against the same-size add and torch.compile with inductor_ext in the same run.
 
-    python bench/bench_unaligned_rows_floor.py \\
+    python bench/probes/bench_unaligned_rows_floor.py \\
         --cases "rms:17693x4918:bf16:fp32,rms:20019x778:fp16,rms:2605x3454:fp16"
 """
 
@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,

@@ -6,7 +6,7 @@ bench_norm_bwd.py, a 2-read-1-write add alone and followed by (a) a one-program 
 (b) a fold shaped like our final step ([programs, N] fp32 -> [N] bf16), with and without
 programmatic dependent launch. The differences bound what any final step can cost.
 
-    python bench/bench_launch_floor.py --shape 4096x4096 --programs 128
+    python bench/probes/bench_launch_floor.py --shape 4096x4096 --programs 128
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,

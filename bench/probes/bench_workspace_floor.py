@@ -12,7 +12,7 @@ kernel, with and without the memset that zeroes that row (not deterministic: a b
 a candidate). The differences say what a design that keeps the partials in fp32 pays on
 top of the row reduction, against the 0.90-of-copy line.
 
-    python bench/bench_workspace_floor.py --shape 4096x4096 --configs 256x1x8,128x2x16
+    python bench/probes/bench_workspace_floor.py --shape 4096x4096 --configs 256x1x8,128x2x16
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,

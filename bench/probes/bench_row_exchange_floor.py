@@ -21,7 +21,7 @@ to ship). Timed with the GraphTimer and L2 flush of the other
 benchmarks, against the same-size add and torch.compile with inductor_ext, after dx and
 dw are checked against float64.
 
-    python bench/bench_row_exchange_floor.py \\
+    python bench/probes/bench_row_exchange_floor.py \\
         --cases "rms:1450x28736:fp32@15x255x8x2+15x390x4x2,rms:1254x16256:fp16:fp32@8x528x4x2"
 """
 
@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common import (  # noqa: E402
     FLUSH_MODES,
     GraphTimer,

@@ -11,7 +11,7 @@ replay) against stock torch.compile and upstream mix-order off, is the ceiling o
 that kernel family into the plugin. The best of a small config grid is reported, with the
 config.
 
-    python bench/bench_column_strip_floor.py --shapes 4096x4096:bf16,65536x1024:fp32
+    python bench/probes/bench_column_strip_floor.py --shapes 4096x4096:bf16,65536x1024:fp32
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from common import (  # noqa: E402
     GraphTimer,
     check,
