@@ -9,7 +9,13 @@ never a broken ``import torch``.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
+
+#: Set on the inductor_ext module when torch loads this entry point while that module is
+#: still being imported (it imports torch first): the package then enables itself at the
+#: end of its own import, as `enable` does not exist yet.
+ENABLE_WHEN_LOADED = "_enable_when_loaded"
 
 
 def load() -> None:
@@ -28,6 +34,10 @@ def load() -> None:
                       RuntimeWarning, stacklevel=2)
         return
     if not wanted:
+        return
+    loading = sys.modules.get("inductor_ext")
+    if loading is not None and not hasattr(loading, "enable"):
+        setattr(loading, ENABLE_WHEN_LOADED, True)
         return
     try:
         import inductor_ext

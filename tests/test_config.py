@@ -181,6 +181,29 @@ def test_env_var_enables_through_entry_point():
     assert off.stdout.strip() == "NoneType"
 
 
+@pytest.mark.parametrize("first", [
+    "import torch; import inductor_ext",
+    "import inductor_ext; import torch",
+    "from inductor_ext.interpreter import cpu_interpret; import inductor_ext",
+], ids=["torch_first", "plugin_first", "submodule_first"])
+def test_env_var_enables_whatever_is_imported_first(first):
+    """Imported before torch, the package is still loading when torch runs the entry point:
+    it enables itself once loaded, without a warning."""
+    res = _python(f"{first}; import torch._inductor.config as c; "
+                  "print(inductor_ext.is_enabled(), type(c._post_fusion_custom_pass).__name__)",
+                  INDUCTOR_EXT="1")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "MixOrderPass"]
+    assert "enabling failed" not in res.stderr and "RuntimeWarning" not in res.stderr
+
+
+def test_env_check_says_enabled_under_the_env_var():
+    res = _python("import runpy; runpy.run_module('inductor_ext', run_name='__main__')",
+                  INDUCTOR_EXT="1")
+    assert res.returncode == 0, res.stderr
+    assert "plugin: enabled" in res.stdout.splitlines()
+
+
 def test_env_var_failure_warns_and_import_torch_still_works():
     code = "import torch; print('imported', torch.__version__)"
     res = _python(code, INDUCTOR_EXT="1", INDUCTOR_EXT_TARGET="not-a-target")
