@@ -108,16 +108,20 @@ def _device_lines() -> Iterator[str]:
     except Exception as exc:
         cpu_target = f"? ({type(exc).__name__}: {exc})"
     backend = inductor_config.cpu_backend
+    how = ("with TRITON_INTERPRET=1 set before Python starts and the compile inside "
+           "`with inductor_ext.interpreter.cpu_interpret():` (cpu_backend='triton' alone "
+           "finds no active Triton driver)")
     if backend == "triton":
-        interp = ("through the Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1"
-                  else "needs a Triton CPU backend or TRITON_INTERPRET=1 (the interpreter)")
+        interp = ("TRITON_INTERPRET=1 is set: compile inside "
+                  "inductor_ext.interpreter.cpu_interpret() to run there"
+                  if os.environ.get("TRITON_INTERPRET") == "1"
+                  else f"needs a Triton CPU backend, or the interpreter: {how}")
         yield (f"cpu: Inductor's Triton CPU backend (cpu_backend='triton'): target "
                f"{cpu_target!r}, {interp}")
     else:
         yield (f"cpu: Inductor's {backend!r} backend (C++): the plugin does not act there "
-               "(recorded as unsupported_backend); it acts on CPU only with "
-               "cpu_backend='triton' and a Triton CPU backend or TRITON_INTERPRET=1, as the "
-               "tests and the demo run")
+               f"(recorded as unsupported_backend); it acts on CPU only in Triton's "
+               f"interpreter, {how}, as the tests and the demo run")
     for device_type in types[1:]:
         module: Any = getattr(torch, device_type, None)  # torch.npu: torch_npu's, untyped
         if module is None:

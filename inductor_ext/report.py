@@ -520,5 +520,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run() -> int:
+    """`main` as a command: a reader that stops early (`| head`) ends it quietly, exit 0."""
+    try:
+        return main()
+    except BrokenPipeError:
+        # Whatever still sits in stdout's buffer would fail again at exit: point it at
+        # /dev/null (the reader has what it asked for).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

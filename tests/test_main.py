@@ -15,6 +15,7 @@ import torch._inductor.config as inductor_config
 import inductor_ext
 from inductor_ext import __main__ as cli
 from inductor_ext import compat, envvars
+from tests.support.reference import rms_norm
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +70,29 @@ def test_cpu_says_where_the_plugin_acts():
     with inductor_config.patch(cpu_backend="triton"), inductor_ext.config.patch(target="ascend"):
         out = _env()
     assert "cpu: Inductor's Triton CPU backend (cpu_backend='triton'): target 'ascend'" in out
+
+
+def test_cpu_hint_followed_literally_fuses():
+    """The C++ backend's hint names what runs the plugin on CPU: the context manager it
+    names, entered as written (TRITON_INTERPRET=1 is set for this suite), fuses a norm."""
+    import importlib
+    import re
+
+    with inductor_config.patch(cpu_backend="cpp"):
+        out = _env()
+    assert "TRITON_INTERPRET=1" in out
+    named = re.search(r"with (inductor_ext\.[\w.]+)\(\):", out)
+    assert named, out
+    module, _, attr = named.group(1).rpartition(".")
+    context = getattr(importlib.import_module(module), attr)
+    x = torch.randn(8, 16, requires_grad=True)
+    w = torch.randn(16, requires_grad=True)
+    torch._dynamo.reset()
+    inductor_ext.metrics.reset()
+    with context(), torch._inductor.config.patch(inductor_ext.options()), \
+            inductor_ext.config.patch(always_fuse=True):
+        torch.compile(rms_norm)(x, w).sum().backward()
+    assert inductor_ext.metrics.mix_order_kernels == 1
 
 
 def test_each_targets_device_type_is_listed():

@@ -259,3 +259,20 @@ def test_report_of_a_compiled_model_names_both_norms(plugin, tmp_path, monkeypat
         assert words[4:6] == ["fused", "into"] and words[6].startswith("triton_"), words
         kernels.append(words[6])
     assert kernels[0] != kernels[1]
+
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path):
+    """`report ... | head -1`: exit 0, no BrokenPipeError traceback (2,000 norms: more
+    output than the pipe's buffer holds)."""
+    import subprocess
+    import sys
+
+    table = _write(tmp_path, FUSION_TABLE, [_fused(f"k{i}", f"blocks.{i}.ln", "LayerNorm")
+                                             for i in range(2000)])
+    res = subprocess.run(
+        f"{sys.executable} -m inductor_ext.report {table} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("norms: 2000 in 1 graph")
+    assert "Traceback" not in res.stderr and "BrokenPipeError" not in res.stderr
