@@ -156,8 +156,12 @@ def _upstream_lines() -> Iterator[str]:
         return
     value = inductor_config.triton.mix_order_reduction
     why = " (the plugin turns it off while on)" if plugin.is_enabled() else ""
+    gates = compat.upstream_mix_order_gates()
+    meaning = {"strict": "torch 2.10-2.14: it fuses only where rows >= 2 x columns, within "
+                         "its size limits",
+               "relaxed": "torch 2.15: no row-to-column rule, only its size limits"}
     yield (f"upstream mix-order reduction: {key}={value}{why}; CUDA/XPU only, its shape "
-           f"gates here: {compat.upstream_mix_order_gates()}")
+           f"gates here: {gates} ({meaning.get(gates, gates)})")
 
 
 def _option_lines() -> Iterator[str]:

@@ -115,6 +115,13 @@ def _listed(names: Iterable[str], classes: Mapping[str, str], room: int) -> str:
     return text(shown)
 
 
+def listed(names: Iterable[str], classes: Mapping[str, str] | None = None,
+           room: int = LINE_BUDGET) -> str:
+    """`names` grouped as the summary line lists them, cut to about `room` characters
+    ("and 3 more")."""
+    return _listed(names, classes or {}, room)
+
+
 def split_graph_id(graph_id: str) -> tuple[str, str]:
     """("0/0", "backward") of "0/0 backward"; the part is '' where the id names none."""
     head, _, last = graph_id.rpartition(" ")
@@ -131,6 +138,12 @@ class GraphCoverage:
         self.classes: dict[str, str] = {}  # norm -> its module's class, where known
         self.other_fused = 0
         self.other_declined: collections.Counter[str] = collections.Counter()
+        #: The norms a pattern of the config's opt-outs matched, by the pattern as the line
+        #: names it ("config.exclude_modules 'embed_norm'").
+        self.excluded: dict[str, list[str]] = {}
+        #: What to do about the graph's declines, where one line can say it (the C++ CPU
+        #: backend: how to run where the plugin fuses); ends the summary line.
+        self.notes: list[str] = []
         self._decisions = 0  # fused groups and declines, each logged on its own line
 
     def decisions(self) -> int:
@@ -167,6 +180,15 @@ class GraphCoverage:
         self._add_classes(norms, classes)
         if not norms:
             self.other_declined[reason] += 1
+
+    def add_excluded(self, pattern: str, norms: Iterable[str]) -> None:
+        """`norms` matched `pattern` of an opt-out ("config.exclude_modules 'x'")."""
+        matched = self.excluded.setdefault(pattern, [])
+        matched += [n for n in norms if n not in matched]
+
+    def add_note(self, note: str) -> None:
+        if note and note not in self.notes:
+            self.notes.append(note)
 
     def demote(self, norms: Iterable[str], other_columns: int, reason: str) -> None:
         """A fused group whose kernel was not emitted after all (its codegen or compile
@@ -206,13 +228,26 @@ class GraphCoverage:
         for title, norms in sections:
             text += f"; {title}: "
             text += _listed(norms, self.classes, LINE_BUDGET - len(text))
+        for pattern, norms in self.excluded.items():
+            text += f"; {pattern} matched "
+            text += _listed(norms, self.classes, LINE_BUDGET - len(text))
         others = [f"{self.other_fused} fused"] if self.other_fused else []
         if self.other_declined:
             others.append(f"{sum(self.other_declined.values())} declined"
                           f"{_reasons(self.other_declined)}")
         if others:
             text += "; other columns: " + ", ".join(others)
+        for note in self.notes:
+            text += f"; {note}"
         return text
+
+    def trace_record(self) -> dict[str, object]:
+        """The graph for its trace artifact: compile id, forward or backward, and each
+        norm by module name (fused; declined with its reason; its class where known)."""
+        compile_id, part = split_graph_id(self.graph_id)
+        return {"graph_id": compile_id, "graph": part, "fused": self.fused,
+                "declined": dict(self.declined),
+                "classes": {n: c for n, c in self.classes.items() if n in self.found}}
 
     def encode(self) -> str:
         """The summary as text that survives the FX-graph cache in a counter key (`decode`
@@ -224,7 +259,7 @@ class GraphCoverage:
             "classes": {n: c for n, c in self.classes.items() if n in self.declined
                         or n in self._fused},
             "other_fused": self.other_fused, "other_declined": dict(self.other_declined),
-            "decisions": self._decisions}
+            "excluded": self.excluded, "notes": self.notes, "decisions": self._decisions}
         return json.dumps(record, separators=(",", ":"))
 
     @classmethod
@@ -240,6 +275,9 @@ class GraphCoverage:
         graph.other_fused = int(record["other_fused"])
         graph.other_declined = collections.Counter(
             {str(r): int(n) for r, n in record["other_declined"].items()})
+        graph.excluded = {str(p): [str(n) for n in norms]
+                          for p, norms in record.get("excluded", {}).items()}
+        graph.notes = [str(n) for n in record.get("notes", [])]
         graph._decisions = int(record["decisions"])
         return graph
 

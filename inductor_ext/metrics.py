@@ -148,15 +148,19 @@ def record_columns(norm: int, other: int) -> None:
     counters["inductor"][_COLUMNS_PREFIX + "other"] += other
 
 
-def record_norms(found: int, fused: int, declined: dict[str, int]) -> None:
-    """Count one graph's norms: found, fully fused, and declined by reason."""
+def record_norms(found: int, fused: int, declined: dict[str, int],
+                 graph: Mapping[str, object] | None = None) -> None:
+    """Count one graph's norms: found, fully fused, and declined by reason. `graph`
+    (the compile id, forward or backward, each norm's module name, reason and class) goes
+    into the trace artifact beside the counts."""
     counters["inductor"][_NORMS_PREFIX + "found"] += found
     counters["inductor"][_NORMS_PREFIX + "fused"] += fused
     counters["inductor"][_NORMS_PREFIX + "declined"] += sum(declined.values())
     for reason, count in declined.items():
         counters["inductor"][_NORMS_DECLINED_PREFIX + reason] += count
     if found:
-        trace.artifact(trace.GRAPH, lambda: {"norms_found": found, "norms_fused": fused,
+        trace.artifact(trace.GRAPH, lambda: {**dict(graph or {}), "norms_found": found,
+                                             "norms_fused": fused,
                                              "norms_declined": dict(declined)})
 
 

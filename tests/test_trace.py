@@ -117,9 +117,13 @@ def test_trace_log_holds_each_decision(traced):
     assert declined["norms"] == "1" and declined["kind"] == "norm" and declined["detail"]
 
     graphs = [p for n, p in found if n == trace.GRAPH]
+    for graph in graphs:  # the compile id ("0/0"), the part, the norms by module name
+        assert re.fullmatch(r"\d+/\d+", graph.pop("graph_id")), graph
     assert graphs == [
-        {"norms_found": 1, "norms_fused": 1, "norms_declined": {}},
-        {"norms_found": 1, "norms_fused": 0,
+        {"graph": "backward", "fused": ["1"], "declined": {}, "classes": {"1": "LayerNorm"},
+         "norms_found": 1, "norms_fused": 1, "norms_declined": {}},
+        {"graph": "backward", "fused": [], "declined": {"1": Reason.NOT_PROFITABLE.value},
+         "classes": {"1": "LayerNorm"}, "norms_found": 1, "norms_fused": 0,
          "norms_declined": {Reason.NOT_PROFITABLE.value: 1}}]
 
 

@@ -21,7 +21,7 @@ from .. import compat, diagnostics, metrics, plan_inputs
 from .. import config as ext_config
 from .. import plan as planning
 from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
-from ..coverage import GraphCoverage
+from ..coverage import GraphCoverage, listed
 from ..diagnostics import graph_id, warn_once
 from ..ir.column import ColumnReduction
 from ..ir.node import Verdict
@@ -199,12 +199,72 @@ def plan_candidate(cand: Candidate
     return plan, shape, None, Verdict(ok, why)
 
 
-def excluded_norms(cand: Candidate) -> list[str]:
-    """The group's norms that `config.exclude_modules` rules out, by the names the tables
-    give them (module path, else source line): the user's way to keep a module unfused."""
-    patterns = list(ext_config.exclude_modules)
-    norms = cand.attribution.norms if cand.attribution is not None else []
-    return [n for n in norms if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+def excluded_norms(cand: Candidate) -> dict[str, str]:
+    """The group's norms that the config's opt-outs rule out, each with the pattern that
+    matched it as the tables and the line name it ("config.exclude_modules 'x'"):
+    `config.exclude_modules` on the norm's name (module path, else source line), then
+    `config.exclude_norm_classes` on its class; the user's way to keep norms unfused."""
+    attribution = cand.attribution
+    if attribution is None:
+        return {}
+    out: dict[str, str] = {}
+    for norm in attribution.norms:
+        cls = attribution.classes.get(norm, "")
+        matched = next((f"config.exclude_modules {p!r}" for p in ext_config.exclude_modules
+                        if fnmatch.fnmatchcase(norm, p)), None) or next(
+            (f"config.exclude_norm_classes {p!r}" for p in ext_config.exclude_norm_classes
+             if cls and fnmatch.fnmatchcase(cls, p)), None)
+        if matched:
+            out[norm] = matched
+    return out
+
+
+def _excluded_detail(cand: Candidate, excluded: dict[str, str]) -> str:
+    """The decline of a group an opt-out matched: which norm matched which pattern first
+    (the report shows that part), then the group that stays Inductor's."""
+    classes = cand.attribution.classes if cand.attribution is not None else {}
+
+    def named(norm: str, pattern: str) -> str:  # a class pattern: the class it matched
+        by_class = pattern.startswith("config.exclude_norm_classes") and norm in classes
+        return f"{norm} ({classes[norm]})" if by_class else norm
+
+    matches = ", ".join(f"{named(norm, pattern)} matches {pattern}"
+                        for norm, pattern in excluded.items())
+    return f"{matches}; {phrases.group(cand.inner, cand.columns)} stays Inductor's"
+
+
+def _warn_unmatched_patterns(coverage: GraphCoverage) -> None:
+    """Warn, once per pattern, of an opt-out pattern that matches none of the norms of a
+    graph that has norms: a name that is not relative to the compiled frame
+    ("model.layers.1.*" where `torch.compile(model)` names "layers.1.input_layernorm"),
+    a class name with its module path dropped wrong, a typo."""
+    found = coverage.found
+    if not found:
+        return
+    shown = listed(found, coverage.classes, 120)
+    where = f"{len(found)} norm{'s' * (len(found) != 1)} of graph {coverage.graph_id or '?'}"
+    for pattern in ext_config.exclude_modules:
+        if any(fnmatch.fnmatchcase(n, pattern) for n in found):
+            continue
+        head, _, rest = pattern.partition(".")
+        fits = [n for n in found if rest and fnmatch.fnmatchcase(n, rest)]
+        hint = (f"; {rest!r} would match {listed(fits, coverage.classes, 80)}" if fits
+                else "")
+        warn_once(f"unmatched exclude_modules {pattern}",
+                  "inductor_ext: config.exclude_modules pattern %r matches none of the %s "
+                  "(%s): names are module paths relative to the compiled frame, so "
+                  "torch.compile(model) names model.layers[1].input_layernorm "
+                  "'layers.1.input_layernorm'%s (warned once per pattern)",
+                  pattern, where, shown, hint)
+    classes = sorted({coverage.classes[n] for n in found if n in coverage.classes})
+    for pattern in ext_config.exclude_norm_classes:
+        if any(fnmatch.fnmatchcase(cls, pattern) for cls in classes):
+            continue
+        warn_once(f"unmatched exclude_norm_classes {pattern}",
+                  "inductor_ext: config.exclude_norm_classes pattern %r matches the class of "
+                  "none of the %s (classes: %s): a pattern matches the whole class name, "
+                  "'*RMSNorm' every class whose name ends in RMSNorm (warned once per "
+                  "pattern)", pattern, where, ", ".join(classes) or "none known")
 
 
 def run(nodes: Sequence[BaseSchedulerNode],
@@ -236,6 +296,8 @@ def run(nodes: Sequence[BaseSchedulerNode],
         return nodes
     for d in matching.declines:
         decline(d.names, d.M, d.N, d.reason, d.detail, d.attribution, coverage)
+    if any(d.reason == Reason.UNSUPPORTED_BACKEND for d in matching.declines):
+        coverage.add_note(legality.backend_advice(nodes))
     inner_ops = {op for cand in matching.groups for op in cand.inner.get_operation_names()}
     graph: KernelGraph | None = None  # the schedule as converted so far
     for cand in matching.groups:
@@ -244,11 +306,15 @@ def run(nodes: Sequence[BaseSchedulerNode],
         try:
             excluded = excluded_norms(cand)
             if excluded:
+                assert cand.attribution is not None  # its norms matched
+                # The norms that matched first: the line lists them before their group's.
+                norms = [*excluded, *(n for n in cand.attribution.norms if n not in excluded)]
                 decline(cand.describe(), cand.M, cand.N, Reason.EXCLUDED_BY_CONFIG,
-                        f"{phrases.group(cand.inner, cand.columns)}: {', '.join(excluded)} "
-                        f"{'matches' if len(excluded) == 1 else 'match'} "
-                        f"config.exclude_modules {ext_config.exclude_modules}",
-                        cand.attribution, coverage)
+                        _excluded_detail(cand, excluded),
+                        dataclasses.replace(cand.attribution, norms=norms), coverage)
+                for pattern in dict.fromkeys(excluded.values()):
+                    coverage.add_excluded(pattern, [n for n, p in excluded.items()
+                                                    if p == pattern])
                 continue
             plan, shape, reason, verdict = plan_candidate(cand)
             if plan is None:
@@ -286,6 +352,7 @@ def run(nodes: Sequence[BaseSchedulerNode],
                       "schedule: %s", cand.describe(), exc)
             decline(cand.describe(), cand.M, cand.N, Reason.INTERNAL_ERROR, repr(exc),
                     cand.attribution, coverage)
+    _warn_unmatched_patterns(coverage)
     if coverage.fused or coverage.other_fused:
         # A fused group still falls back if its codegen or compile fails: count the
         # graph's norms once its kernels are emitted (the scheduling wrapper demotes those).
@@ -329,7 +396,7 @@ def _finish(coverage: GraphCoverage) -> None:
     a warm FX-graph cache, which replays counters instead of running this pass, logs it
     again (cache_hits.py)."""
     metrics.record_norms(len(coverage.found), len(coverage.fused),
-                         coverage.declined_by_reason())
+                         coverage.declined_by_reason(), coverage.trace_record())
     if coverage.decisions():
         metrics.record_graph(coverage.encode())
         level = logging.INFO if coverage.tells_the_user() else logging.DEBUG
