@@ -114,16 +114,30 @@ def planned_ub(soc: str, cases: list[tuple[str, int, str]]) -> dict[tuple, int |
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--hbm-tbps", type=float, default=1.6)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=f"{__doc__.rstrip()}\n\nCPU only: no GPU or NPU needed (--plan-ub "
+        "needs the npu venv of tests/ascend/setup_npu_venv.sh).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hbm-tbps", type=float, default=1.6,
+                    help="HBM bandwidth the roofline and the cost model price bytes at, in "
+                    "TB/s (default 1.6)")
     ap.add_argument("--soc", default="910B3",
-                    choices=sorted({*(s.name for s in npu_socs.known()), *npu_socs.ALIASES}))
+                    choices=sorted({*(s.name for s in npu_socs.known()), *npu_socs.ALIASES}),
+                    help="the SoC whose vector cores and UB the plans are made for (default "
+                    "910B3)")
     ap.add_argument("--cores", type=int, help="vector cores (default: the SoC's)")
     ap.add_argument("--plan-ub", action="store_true",
                     help="also bishengir's plan of each kernel (npu venv only)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.plan_ub:
+        from tests.support.npu_emulation import emulation_unavailable_reason
+
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # as planned_ub sets it
+        reason = emulation_unavailable_reason()
+        if reason:
+            print(f"ascend_model.py --plan-ub: {reason}", file=sys.stderr)
+            return 2
     soc = npu_socs.get(args.soc)
     ub = soc.ub_bytes
     cores = args.cores or soc.vector_cores
@@ -170,7 +184,8 @@ def main() -> None:
                   f"{fused / 1e6:>9.1f} {shape.unfused_bytes / 1e6:>10.1f} "
                   f"{roof_us:>8.1f} {unfused_us:>8.1f} {model:>33s} "
                   f"{'fuse' if est.fuse else 'decline':>7s}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

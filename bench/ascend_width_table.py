@@ -207,14 +207,15 @@ def plot(rows: list[Row], path: str) -> None:
     fig.savefig(path, dpi=90)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=f"{__doc__.rstrip()}\n\nCPU only: no GPU or NPU needed.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", help="write the table here")
     ap.add_argument("--summary", help="write the markdown summary here (else print it)")
     ap.add_argument("--plot", help="write a PNG of the modeled speed-ups here")
     ap.add_argument("--setting", default="", help="Ascend tuning knobs, 'K=V;K=V'")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows = table(args.setting)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -228,7 +229,8 @@ def main() -> None:
     print(text, end="")
     if args.plot:
         plot(rows, args.plot)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

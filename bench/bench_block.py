@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import (  # noqa: E402
     DTYPES,
     FLUSH_MODES,
+    NEEDS_CUDA,
     Block,
     GraphTimer,
     description,
@@ -59,16 +60,21 @@ def run(block: Block, x: torch.Tensor, dy: torch.Tensor, variant: str, timer: Gr
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
-    ap.add_argument("--sizes", default="4x2048x2048,2x2048x4096,8x1024x1024")
-    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    ap.add_argument("--csv", default="")
+    ap = argparse.ArgumentParser(description=description(__doc__, NEEDS_CUDA))
+    ap.add_argument("--sizes", default="4x2048x2048,2x2048x4096,8x1024x1024",
+                    metavar="BxSxD,...",
+                    help="comma-separated batch x sequence x model dim (D a multiple of 128); "
+                    "default 4x2048x2048,2x2048x4096,8x1024x1024")
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES),
+                    help="the block's dtype (default bf16)")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="write one row per size and variant here")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
                     help="how the L2 is emptied before each replay (bench/README.md)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="timing rounds, the variants taking turns; the median is reported")
     args = ap.parse_args(argv)
-    require_cuda("bench_block")
+    require_cuda("bench_block.py")
     dtype = DTYPES[args.dtype]
     timer = GraphTimer(args.flush)
     rows = []

@@ -89,6 +89,7 @@ from common import (  # noqa: E402
     has_upstream_mix_order,
     not_measured_banner,
     require_cuda,
+    require_interpreter,
 )
 
 import inductor_ext  # noqa: E402
@@ -422,8 +423,13 @@ def print_rows(rows: list[dict[str, Any]], measured: bool = True) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=description(__doc__))
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap = argparse.ArgumentParser(description=description(
+        __doc__, "Needs a CUDA GPU per rank for --device cuda (the default); --device cpu "
+        "runs a tiny model on CPU in Triton's interpreter (TRITON_INTERPRET=1, set by the "
+        "script): a smoke run, no times."))
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cuda: one GPU per rank, the issue's model, timed; cpu: a tiny "
+                    "model in the Triton interpreter, untimed")
     ap.add_argument("--backend", default=None, help="process group backend (default: nccl "
                     "on cuda, gloo on cpu)")
     ap.add_argument("--modes", default="single,ddp,fsdp2",
@@ -434,14 +440,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--model", choices=("llama", "blocks"), default="llama",
                     help="transformers LlamaForCausalLM, or torch.nn blocks (common.Block)")
     ap.add_argument("--attn", default="sdpa", help="transformers attention implementation")
-    ap.add_argument("--hidden", type=int, default=None)
-    ap.add_argument("--intermediate", type=int, default=None)
-    ap.add_argument("--head-dim", type=int, default=None)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--vocab", type=int, default=None)
-    ap.add_argument("--batch", type=int, default=None)
-    ap.add_argument("--seq", type=int, default=None)
-    ap.add_argument("--dtype", choices=sorted(DTYPES), default=None)
+    ap.add_argument("--hidden", type=int, default=None,
+                    help="model width (default: 2048 on cuda, 32 on cpu)")
+    ap.add_argument("--intermediate", type=int, default=None,
+                    help="MLP width (default: 5632 on cuda, 64 on cpu)")
+    ap.add_argument("--head-dim", type=int, default=None,
+                    help="channels per attention head (default: 128 on cuda, 16 on cpu)")
+    ap.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="vocabulary size (default: 32000 on cuda, 16 on cpu)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="sequences per rank (default: 4 on cuda, 6 on cpu)")
+    ap.add_argument("--seq", type=int, default=None,
+                    help="tokens per sequence (default: 2048 on cuda, 8 on cpu)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default=None,
+                    help="model dtype (default: bf16 on cuda, fp32 on cpu)")
     ap.add_argument("--fsdp-mp", action="store_true",
                     help="fsdp2: parameters kept in fp32, all-gathered and computed in "
                     "--dtype, gradients reduce-scattered in fp32 (MixedPrecisionPolicy)")
@@ -450,7 +463,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=None, help="steps before timing (>= 1)")
     ap.add_argument("--iters", type=int, default=None, help="steps per timed block")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds (0: none)")
-    ap.add_argument("--csv", default="")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="write every rank's rows here (rank 0 writes)")
     ap.add_argument("--keep-tables", default="",
                     help="keep the metric tables of each case under this directory")
     args = ap.parse_args(argv)
@@ -505,7 +519,11 @@ def init(args: argparse.Namespace) -> tuple[torch.device, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.device == "cuda":
-        require_cuda("bench_distributed")
+        require_cuda("bench_distributed.py --device cuda", "python bench/bench_distributed.py "
+                     "--device cpu (a smoke run, no times)")
+    else:
+        require_interpreter("bench_distributed.py --device cpu", "TRITON_INTERPRET=1 python "
+                            "bench/bench_distributed.py --device cpu")
     inductor_ext.disable()  # INDUCTOR_EXT=1 would put the plugin into "stock" and "off"
     device, mesh = init(args)
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 import bench_models  # noqa: E402
-from common import description  # noqa: E402
+from common import check_device, description  # noqa: E402
 
 #: B in 2..8, T in 1024..4096, N from DiT-XL's 1152 to 3072.
 DEFAULT_SIZES = ("2x1024x1152,4x1024x1152,8x1024x1152,2x4096x1152,4x2048x2048,"
@@ -46,7 +46,9 @@ def size_spec(B: int, T: int, N: int, layers: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap = argparse.ArgumentParser(description=description(
+        __doc__, "Needs a CUDA GPU for --device cuda (the default); --device cpu runs on "
+        "CPU under TRITON_INTERPRET=1 (a smoke run: gradients and counts, no times)."))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
                     help="bench_models.py --device (cpu: TRITON_INTERPRET=1, no times)")
     ap.add_argument("--sizes", default=DEFAULT_SIZES,
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", default="", metavar="FILE",
                     help="the rows of every size, the size in the model column")
     args = ap.parse_args(argv)
-    bench_models.check_device("bench_dit.py", args.device, " --sizes 2x12x32")
+    check_device("bench_dit.py", args.device, "--device cpu --sizes 2x12x32")
     sizes = parse_sizes(args.sizes)
     rows: list[dict[str, Any]] = []
     for B, T, N in sizes:

@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import description, require_cuda, warmed_backward  # noqa: E402
+from common import NEEDS_CUDA, description, require_cuda, warmed_backward  # noqa: E402
 from sweep_cost_model import Case, problem, variant_options  # noqa: E402
 
 import inductor_ext  # noqa: E402
@@ -70,14 +70,15 @@ def batch_us(step, calls: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap = argparse.ArgumentParser(description=description(__doc__, NEEDS_CUDA))
     ap.add_argument("--calls", type=int, default=1000, help="calls per variant and case")
     ap.add_argument("--rounds", type=int, default=10,
                     help="the calls are split into this many batches, variants in turns; "
                          "the median batch is reported")
-    ap.add_argument("--profile", default="", help="directory for cProfile dumps")
+    ap.add_argument("--profile", default="", metavar="DIR",
+                    help="write a cProfile dump of each variant's calls into this directory")
     args = ap.parse_args(argv)
-    require_cuda("bench_host_cost")
+    require_cuda("bench_host_cost.py")
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, {args.calls} calls "

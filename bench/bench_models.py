@@ -46,6 +46,7 @@ from common import (  # noqa: E402
     DTYPES,
     FLUSH_MODES,
     GraphTimer,
+    check_device,
     description,
     has_upstream_mix_order,
     interleaved_rounds,
@@ -58,6 +59,10 @@ from tests.support import models  # noqa: E402
 from tests.support.reference import max_rel_err  # noqa: E402
 
 PROG = "bench_models.py"
+#: What --help says of the device (the description's last sentence).
+DEVICE = ("Needs a CUDA GPU for --device cuda (the default: training sizes, timed); "
+          "--device cpu runs tiny sizes on CPU under TRITON_INTERPRET=1 (gradients and "
+          "fusion counts, no times).")
 VARIANTS = ("stock", "upstream_off", "inductor_ext")
 #: Opt-in variants: the A/A control (stock compiled again, `compile_options` as stock's).
 CONTROL_VARIANTS = ("stock_again",)
@@ -316,25 +321,8 @@ def plot(path: str, rows: list[dict[str, Any]], title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def check_device(script: str, device: str, smoke_args: str) -> None:
-    """Stop with one line, naming `script` (the command the user ran), where `device`
-    cannot run: no CUDA for ``cuda`` (with the CPU smoke run's command, `smoke_args` its
-    extra arguments), no Triton interpreter for ``cpu``."""
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit(f"{script} --device cuda needs a CUDA device "
-                             f"(torch.cuda.is_available() is False); the CPU smoke run: "
-                             f"TRITON_INTERPRET=1 python bench/{script} --device cpu"
-                             f"{smoke_args}")
-        return
-    from inductor_ext.interpreter import INTERPRETER_HINT, interpreter_active
-
-    if not interpreter_active():
-        raise SystemExit(INTERPRETER_HINT)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap = argparse.ArgumentParser(description=description(__doc__, DEVICE))
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
                     help="cuda: training sizes, timed; cpu: tiny sizes in the Triton "
                     "interpreter (TRITON_INTERPRET=1), gradients and counts only")
@@ -363,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="norms fused / declined per model, and step speed vs stock (GPU) "
                     "or gradient error vs eager (CPU); needs matplotlib")
     args = ap.parse_args(argv)
-    check_device(PROG, args.device, "")
+    check_device(PROG, args.device, "--device cpu")
     unknown = set(args.models.split(",")) - set(models.MODELS)
     bad_variants = set(args.variants.split(",")) - set(ALL_VARIANTS)
     if unknown or bad_variants:

@@ -32,6 +32,7 @@ from common import (  # noqa: E402
     BASELINE_SHAPES,
     COMPILED,
     FLUSH_MODES,
+    NEEDS_CUDA,
     OURS,
     GraphTimer,
     apply_setting,
@@ -232,16 +233,30 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
-    ap.add_argument("--shapes", default=BASELINE_SHAPES, help="MxN:dtype,...")
-    ap.add_argument("--ops", default="rms,ln")
-    ap.add_argument("--variants", default=ALL_VARIANTS)
-    ap.add_argument("--csv", default="")
-    ap.add_argument("--plot", default="")
-    ap.add_argument("--autotune-log", default="")
-    ap.add_argument("--breakdown", default="",
+    ap = argparse.ArgumentParser(description=description(__doc__, NEEDS_CUDA))
+    ap.add_argument("--shapes", default=BASELINE_SHAPES, metavar="MxN:DTYPE,...",
+                    help="problem sizes, rows x row width and x's dtype (bf16, fp16, fp32); "
+                    "default: the 8 shapes of the H100 baseline")
+    ap.add_argument("--ops", default="rms,ln",
+                    help="comma-separated: rms (RMSNorm), ln (LayerNorm); default rms,ln")
+    ap.add_argument("--variants", default=ALL_VARIANTS,
+                    help="comma-separated, timed in this order: eager, inductor_nomix "
+                    "(torch.compile, upstream mix-order off), inductor_mix (on), liger "
+                    "(skipped without liger_kernel), inductor_ext, inductor_ext_ascend (the "
+                    "Ascend plan run on CUDA); default all")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="write one row per shape, op and variant here (rewritten after each)")
+    ap.add_argument("--plot", default="", metavar="PNG",
+                    help="bar chart of TB/s per case and variant against the copy (needs "
+                    "matplotlib)")
+    ap.add_argument("--autotune-log", default="", metavar="FILE",
+                    help="append a CSV row per launch config the autotuner timed for our "
+                    "fused kernels")
+    ap.add_argument("--breakdown", default="", metavar="VARIANTS",
                     help="variants whose timed graph gets a per-kernel device-time listing")
-    ap.add_argument("--setting", default="", help="e.g. 'programs_per_sm=2;tile_elems=8192'")
+    ap.add_argument("--setting", default="", metavar="KNOB=VALUE;...",
+                    help="CUDA tuning knobs for every compile, e.g. "
+                    "'programs_per_sm=2;tile_elems=8192'")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="read",
                     help="how the L2 is emptied before each replay (bench/README.md)")
     args = ap.parse_args(argv)
@@ -249,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     BREAKDOWN.update(filter(None, args.breakdown.split(",")))
     if args.autotune_log:
         log_autotuning(args.autotune_log)
-    require_cuda("bench_norm_bwd")
+    require_cuda("bench_norm_bwd.py")
     variants = available(args.variants.split(","))
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     timer = GraphTimer(args.flush)

@@ -8,7 +8,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 from unittest import mock
 
 import torch
@@ -32,10 +32,19 @@ COMPILED = ("inductor_nomix", "inductor_mix", "inductor_ext", "inductor_ext_asce
 OURS = ("inductor_ext", "inductor_ext_ascend")
 
 
-def description(doc: str | None) -> str:
+#: What --help says of the device a script needs, the last sentence of its description
+#: (`description`); a script with a --device option says both ways in its own words.
+NEEDS_CUDA = "Needs a CUDA GPU."
+CPU_ONLY = "CPU only: no GPU or NPU needed."
+#: The words a description names its device with (tests/test_bench_cli.py checks them).
+DEVICE_WORDS = ("Needs a CUDA GPU", "CPU only", "TRITON_INTERPRET=1")
+
+
+def description(doc: str | None, device: str = "") -> str:
     """An argparse description from a script's docstring: its whole first paragraph, as
-    one line (its first line alone is cut mid-sentence where the sentence wraps)."""
-    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+    one line (its first line alone is cut mid-sentence where the sentence wraps), then
+    `device`, what the script needs to run (`NEEDS_CUDA`, `CPU_ONLY` or its own words)."""
+    return " ".join([*(doc or "").strip().split("\n\n", 1)[0].split(), device]).strip()
 
 
 #: What a timing script run on CPU prints before anything else: the Triton interpreter
@@ -60,10 +69,42 @@ def write_rows(path: str, rows: Sequence[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def require_cuda(script: str) -> None:
-    """Stop with one line (no traceback) where the script cannot run."""
+def fail(script: str, message: str) -> NoReturn:
+    """Stop `script` as argparse stops on a bad command line: one line on stderr,
+    `script: message`, and exit status 2; no traceback."""
+    print(f"{script}: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def require_cuda(script: str, cpu_command: str = "") -> None:
+    """Stop with one line (`fail`) where there is no CUDA device, naming the script's CPU
+    run (`cpu_command`) where it has one."""
     if not torch.cuda.is_available():
-        raise SystemExit(f"{script} needs a CUDA device (torch.cuda.is_available() is False)")
+        fail(script, "needs a CUDA GPU, and torch.cuda.is_available() is False here; "
+             + (f"on CPU instead: {cpu_command}" if cpu_command
+                else "run it on a machine with one"))
+
+
+def require_interpreter(script: str, command: str) -> None:
+    """Stop with one line (`fail`) where Triton's interpreter is off: a CPU run compiles
+    its kernels for the interpreter, which Triton turns on only when TRITON_INTERPRET=1
+    is set before it is first imported. `command` is the run with it set."""
+    from inductor_ext.interpreter import interpreter_active
+
+    if not interpreter_active():
+        fail(script, "on CPU the kernels run in Triton's interpreter, which needs "
+             f"TRITON_INTERPRET=1 set before Python starts: {command}")
+
+
+def check_device(script: str, device: str, cpu_run: str) -> None:
+    """A script with `--device cuda|cpu`: stop with one line where `device` cannot run.
+    No CUDA for ``cuda`` (naming the CPU run), no interpreter for ``cpu``. `cpu_run` is
+    the CPU run's arguments after the script's path (``--device cpu ...``)."""
+    command = f"TRITON_INTERPRET=1 python bench/{script} {cpu_run}".rstrip()
+    if device == "cuda":
+        require_cuda(f"{script} --device cuda", command)
+    else:
+        require_interpreter(f"{script} --device cpu", command)
 
 
 def parse_shapes(spec: str) -> list[tuple[int, int, torch.dtype]]:

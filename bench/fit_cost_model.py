@@ -22,6 +22,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from common import CPU_ONLY, description  # noqa: E402
+
 from inductor_ext.plan import (  # noqa: E402
     DeviceInfo,
     LaunchPlan,
@@ -264,13 +267,19 @@ def load(paths: list[str]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__, CPU_ONLY))
     ap.add_argument("csv", nargs="+", help="sweep CSVs, fitted together (a --grid strided "
                     "sweep pairs with its --grid twins; a case in a later CSV replaces its "
                     "row in an earlier one)")
-    ap.add_argument("--plot", default="")
+    ap.add_argument("--plot", default="", metavar="PNG",
+                    help="plot each row's measured speedup of fusing against M x N, "
+                    "marked by the model's decision, here (needs matplotlib)")
     args = ap.parse_args(argv)
     rows = [r for r in load(args.csv) if r.get("shape_info")]
+    if not rows:
+        ap.exit(2, f"{ap.prog}: error: no row of {', '.join(args.csv)} has shape_info (the "
+                "hook's shape facts, which the calibration sweeps of sweep_cost_model.py "
+                "record, e.g. bench/results/cost_sweep_h100.csv)\n")
     fitted = fit(rows)
     tuning = CudaTuning()
     print(f"{len(rows)} rows with the hook's shape facts")

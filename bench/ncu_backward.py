@@ -42,7 +42,11 @@ from common import (  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
+    ap = argparse.ArgumentParser(
+        description=description(__doc__, "Needs a CUDA GPU, and runs under Nsight Compute: "
+                                "ncu --profile-from-start off --csv --page raw --metrics M "
+                                "python bench/ncu_backward.py ... (this file's docstring "
+                                "lists the metrics M)."))
     ap.add_argument("--cases", default="ln:8192x2560:bf16,rms:8192x2560:bf16",
                     help="op:MxN:dtype[:wdtype],... (op rms or ln; wdtype: the weights', "
                          "default dtype)")
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="CUDA tuning knobs for every compile, e.g. 'prefetch_min_rows_alone=0'")
     args = ap.parse_args(argv)
     apply_setting(args.setting)
-    require_cuda("ncu_backward")
+    require_cuda("ncu_backward.py")
     cases = [parse_case(spec) for spec in filter(None, args.cases.split(","))]
     for variant in filter(None, args.variants.split(",")):
         for op, M, N, dtype, wdtype in cases:

@@ -19,9 +19,12 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from common import (  # noqa: E402
+    COMPILED,
     DTYPES,
+    NEEDS_CUDA,
     apply_setting,
     compile_options,
+    description,
     make_problem,
     require_cuda,
     warmed_backward,
@@ -30,16 +33,22 @@ from common import (  # noqa: E402
 import inductor_ext  # noqa: E402
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", default="65536x1024:bf16")
-    ap.add_argument("--op", default="rms")
-    ap.add_argument("--variant", default="inductor_ext")
-    ap.add_argument("--iters", type=int, default=20)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=description(__doc__, NEEDS_CUDA))
+    ap.add_argument("--shape", default="65536x1024:bf16", metavar="MxN:DTYPE",
+                    help="rows x row width and x's dtype (bf16, fp16, fp32); default "
+                    "65536x1024:bf16")
+    ap.add_argument("--op", default="rms", choices=("rms", "ln"),
+                    help="rms (RMSNorm, default) or ln (LayerNorm)")
+    ap.add_argument("--variant", default="inductor_ext", choices=COMPILED,
+                    help="the compiled variant profiled (bench_norm_bwd.py's names; default "
+                    "inductor_ext)")
+    ap.add_argument("--iters", type=int, default=20,
+                    help="backward calls profiled; the listing is per call (default 20)")
     ap.add_argument("--setting", default="",
                     help="CUDA tuning knobs, e.g. 'programs_per_sm=2;tile_elems=8192'")
-    args = ap.parse_args()
-    require_cuda("profile_backward")
+    args = ap.parse_args(argv)
+    require_cuda("profile_backward.py")
     apply_setting(args.setting)
     shape, dt = args.shape.split(":")
     M, N = (int(v) for v in shape.split("x"))
@@ -63,7 +72,8 @@ def main() -> None:
           f"device time {total:.1f} us/iter; fused kernels {fused}")
     for name, us in sorted(per_kernel.items(), key=lambda kv: -kv[1])[:8]:
         print(f"  {us:8.1f} us  {name[:90]}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

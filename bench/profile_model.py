@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_models  # noqa: E402
 from common import (  # noqa: E402
+    NEEDS_CUDA,
     GraphTimer,
     description,
     profiled_replay,
@@ -73,20 +74,25 @@ def kernel_times_in_turns(graphs: dict[str, torch.cuda.CUDAGraph], timer: GraphT
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=description(__doc__))
-    ap.add_argument("--model", default="bert", choices=models.MODELS)
-    ap.add_argument("--variants", default="stock,inductor_ext")
+    ap = argparse.ArgumentParser(description=description(__doc__, NEEDS_CUDA))
+    ap.add_argument("--model", default="bert", choices=models.MODELS,
+                    help="one of bench_models.py's models (default bert)")
+    ap.add_argument("--variants", default="stock,inductor_ext",
+                    help="comma-separated bench_models.py variants, profiled in turns "
+                    f"(of {', '.join(bench_models.ALL_VARIANTS)}; default stock,inductor_ext)")
     ap.add_argument("--size", default="", help="e.g. 'layers=2' (over bench_models' size)")
     ap.add_argument("--steps", type=int, default=9, help="profiled rounds, variants in turns")
-    ap.add_argument("--top", type=int, default=25)
-    ap.add_argument("--csv", default="")
+    ap.add_argument("--top", type=int, default=25,
+                    help="kernels listed per variant, longest first (default 25)")
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="write every kernel's time and launches per step and variant here")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
     known = bench_models.ALL_VARIANTS
     if set(variants) - set(known):
         raise SystemExit(f"unknown --variants {sorted(set(variants) - set(known))}"
                          f"; one of {', '.join(known)}")
-    require_cuda("profile_model")
+    require_cuda("profile_model.py")
     inductor_ext.disable()  # "stock" means stock
     size = bench_models.parse_size(args.size, bench_models.GPU_SIZE)
     work = models.build(args.model, size).to("cuda", torch.bfloat16)

@@ -9,7 +9,9 @@ meet and where the rest goes; then the distribution over all shapes, as text and
 Reads the CSVs of `sweep_cost_model.py --grid random|bench` (GPU runs; a case in a later
 file replaces the same case in an earlier one) and needs no GPU. A shape's copy fraction
 is min_bytes / time / copy bandwidth: the run's copy (`copy_tbps`, a 2-read-1-write bf16
-add of 32768x4096) by default, the same add at the shape's size with `--against shape`.
+add of 32768x4096) by default, the same add at the shape's size with `--against shape`
+(and where a CSV has no `copy_tbps`: the calibration sweeps before issue 42, such as
+cost_sweep_h100.csv, recorded only the same-size add).
 The bar is 0.92 for M*N >= 16M, 0.85 for 4M <= M*N < 16M (none below). Where the rest
 goes, in microseconds of ext's time beyond the copy-speed time of min_bytes: the fp32
 workspace's write and read-back at copy speed (the rows the picked config used), the
@@ -39,7 +41,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import DTYPES, description, write_rows  # noqa: E402
+from common import CPU_ONLY, DTYPES, description, write_rows  # noqa: E402
 from fit_cost_model import load  # noqa: E402  (a later CSV's case replaces an earlier one's)
 
 #: ext's ratios to these (their time / ext's; sweep_cost_model.RATIO_BASES, not imported:
@@ -121,6 +123,39 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, 
     return out
 
 
+def origins(paths: list[str]) -> dict[str, str]:
+    """Each case's file: the last of `paths` holding it (`load`'s row is that file's)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            out.update((row["case"], path) for row in csv.DictReader(f))
+    return out
+
+
+def reference(rows: list[dict], against: str, origin: dict[str, str]) -> tuple[str, str]:
+    """(the copy bandwidth the fractions are taken against, '' or why the rows give no
+    report). Calibration sweeps older than `--grid random` (cost_sweep_h100.csv) have no
+    `copy_tbps`, the run's copy bandwidth, only each shape's same-size add: the report
+    falls back to that (`--against shape`). A CPU sweep has no times at all."""
+    def files(selected: list[dict]) -> str:
+        return ", ".join(sorted({origin.get(row["case"], "?") for row in selected}))
+
+    if not any(number(row.get("ext_us")) > 0 for row in rows):
+        return against, (f"no case in {files(rows)} has ext's time (ext_us): the report "
+                         "needs a GPU run of sweep_cost_model.py with ext among its "
+                         "--variants (a CPU run times nothing)")
+    lacking = [row for row in rows if not number(row.get("copy_tbps")) > 0]
+    if against == "shape" or not lacking:
+        return against, ""
+    if all(number(row.get("shape_copy_tbps")) > 0 for row in rows):
+        return "shape", (f"{files(lacking)} has no copy_tbps (the run's copy bandwidth, "
+                         "which that sweep predates), so each shape's same-size add is the "
+                         "reference, as with --against shape")
+    return against, (f"{files(lacking)} has no copy bandwidth (copy_tbps or shape_copy_tbps) "
+                     "to take fractions of: the report needs a GPU run of "
+                     "sweep_cost_model.py")
+
+
 def threshold(numel: int) -> float | None:
     """The copy fraction a shape of `numel` elements must reach (None: no bar)."""
     for least, bar in THRESHOLDS:
@@ -157,6 +192,15 @@ def rows_used(row: dict) -> float:
     return min(1.0, launched / programs)
 
 
+def declined(row: dict) -> bool:
+    """Whether ext ran stock's kernels: no fused kernel planned, or in a sweep before that
+    column (a calibration sweep) the cost model's recorded verdict."""
+    planned = number(row.get("ext_planned_kernels"))
+    if not math.isnan(planned):
+        return planned == 0
+    return (row.get("model_fuses") or row.get("ext_model_fuses")) == "False"
+
+
 def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
     """One shape of the report: sizes, min MB, ext's copy fraction, its bar and verdict,
     ext's ratios to the other variants, where ext's time beyond copy speed goes, and the
@@ -172,7 +216,7 @@ def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
                  "numel": numel, "min_MB": round(min_b / 1e6, 3),
                  "ext_frac": round(frac, 4), "threshold": bar if bar is not None else "",
                  # The cost model declined the pair: stock's kernels ran under ext.
-                 "declined": number(row.get("ext_planned_kernels")) == 0,
+                 "declined": declined(row),
                  "verdict": ("n/a" if bar is None or math.isnan(frac)
                              else "pass" if frac >= bar else "FAIL")}
     ext_us = number(row.get("ext_us"))
@@ -290,9 +334,12 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
     named = [(family, f"{family} {us:.1f} us ({us / ext_us:.0%} of ext's time)")
              for family, us in parts if us / ext_us >= CAUSE_SHARE[family]]
     if not named:  # no part past its share: the gap is spread over them
+        unknown = [family for family, us in parts if math.isnan(us)]
         named = [("spread gap", f"{s['gap_us']:.1f} us past copy speed, none of it one "
                                 "part: " + " + ".join(f"{family} {us:.1f}"
-                                                      for family, us in parts))]
+                                                      for family, us in parts
+                                                      if not math.isnan(us))
+                  + (f" ({' and '.join(unknown)} not in the sweep)" if unknown else ""))]
     return out + named
 
 
@@ -336,15 +383,23 @@ def distribution(shapes: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cell(value: float, spec: str, prefix: str = "") -> str:
+    """`prefix` and `value` as `spec` formats it, or '-' as wide where the sweep has no
+    number (a variant not run, a column an older sweep lacks)."""
+    text = prefix + format(value, spec)
+    return ("-" if prefix else "-".rjust(len(text))) if math.isnan(value) else text
+
+
 def shape_line(s: dict) -> str:
     plan = " ".join(f"{name}={s[name]}" for name in PLAN.values() if s[name] not in ("", None))
     return (f"{s['op']:3s} {s['M']:>7d}x{s['N']:<5d} {s['dtype']:4s} w{s['param_dtype']:4s} "
-            f"{s['numel'] / 2**20:7.1f}M {s['min_MB']:8.1f} MB  ext {s['ext_frac']:.3f} "
-            f"bar {s['threshold'] or '-':4} {s['verdict']:4s} limit {s['limit_frac']:.2f}  "
-            f"x{s['ext_over_stock']:.2f} "
-            f"x{s['ext_over_upstream_off']:.2f} x{s['ext_over_liger']:.2f}  gap "
-            f"{s['gap_us']:7.1f} us = ws {s['workspace_us']:5.1f} + final "
-            f"{s['final_step_us']:5.1f} + rest {s['rest_us']:6.1f}  {plan}"
+            f"{s['numel'] / 2**20:7.1f}M {s['min_MB']:8.1f} MB  ext {cell(s['ext_frac'], '.3f')} "
+            f"bar {s['threshold'] or '-':4} {s['verdict']:4s} limit "
+            f"{cell(s['limit_frac'], '.2f')}  {cell(s['ext_over_stock'], '.2f', 'x')} "
+            f"{cell(s['ext_over_upstream_off'], '.2f', 'x')} "
+            f"{cell(s['ext_over_liger'], '.2f', 'x')}  gap "
+            f"{cell(s['gap_us'], '7.1f')} us = ws {cell(s['workspace_us'], '5.1f')} + final "
+            f"{cell(s['final_step_us'], '5.1f')} + rest {cell(s['rest_us'], '6.1f')}  {plan}"
             + (f"\n      why: {s['causes']}" if s["causes"] else "")
             + ("" if math.isnan(s["ncu_main_us"]) else
                f"\n      ncu: {'stock' if s['declined'] else 'ext'}'s longest kernel "
@@ -415,14 +470,18 @@ def plot(shapes: list[dict], path: str, title: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="roofline.py", description=description(__doc__))
+    ap = argparse.ArgumentParser(prog="roofline.py", description=description(
+        __doc__, f"{CPU_ONLY} The CSVs come from GPU runs: a sweep's CSV without ext's "
+        "time (a CPU run) is refused."))
     ap.add_argument("csvs", nargs="+", metavar="SWEEP_CSV",
-                    help="sweep_cost_model.py CSVs (GPU runs)")
+                    help="sweep_cost_model.py CSVs of GPU runs (--grid random or bench; an "
+                    "older calibration sweep such as bench/results/cost_sweep_h100.csv too)")
     ap.add_argument("--plot", default="", help="write the plot here (PNG)")
     ap.add_argument("--csv", default="", help="write the per-shape table here")
     ap.add_argument("--title", default="", help="the plot's title")
     ap.add_argument("--against", choices=("run", "shape"), default="run",
-                    help="copy bandwidth of the run (32768x4096 bf16) or of the shape's size")
+                    help="copy bandwidth of the run (32768x4096 bf16; default) or of the "
+                    "shape's size (also where a CSV has no run copy)")
     ap.add_argument("--ncu", nargs="+", default=[], metavar="NCU_CSV",
                     help="ncu_backward.py outputs under ncu --csv --page raw (variants copy "
                          "and inductor_ext)")
@@ -439,9 +498,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.exit(2, f"{ap.prog}: error: cannot read the sweep CSVs ({exc!r})\n")
     if not rows:
         ap.exit(2, f"{ap.prog}: error: no case in {', '.join(args.csvs)}\n")
-    shapes = sorted((shape_row(row, args.against, ncu) for row in rows),
+    against, why = reference(rows, args.against, origins(list(args.csvs)))
+    if why and against == args.against:
+        ap.exit(2, f"{ap.prog}: error: {why}\n")
+    shapes = sorted((shape_row(row, against, ncu) for row in rows),
                     key=lambda s: (s["op"], s["numel"], s["N"]))
-    print(f"copy fraction against the {args.against}'s copy bandwidth")
+    print(f"copy fraction against the {against}'s copy bandwidth"
+          + (f": {why}" if why else ""))
     print(HEADER)
     for s in shapes:
         print(shape_line(s))

@@ -71,6 +71,7 @@ from common import (  # noqa: E402
     GraphTimer,
     apply_setting,
     check,
+    check_device,
     copy_tbps,
     description,
     has_liger,
@@ -82,7 +83,6 @@ from common import (  # noqa: E402
     norm_weights,
     parse_shapes,
     profiled_replay,
-    require_cuda,
 )
 
 import inductor_ext  # noqa: E402
@@ -749,12 +749,18 @@ def warm(cases: list[Case], workers: int, record_dir: pathlib.Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="sweep_cost_model.py",
-                                 description=description(__doc__))
-    ap.add_argument("--csv", default="")
+    ap = argparse.ArgumentParser(prog="sweep_cost_model.py", description=description(
+        __doc__, "Needs a CUDA GPU for --device cuda (the default); --device cpu checks each "
+        "case on CPU under TRITON_INTERPRET=1 and times nothing (e.g. --grid smoke); --merge "
+        "needs no device."))
+    ap.add_argument("--csv", default="", metavar="FILE",
+                    help="write one row per case here (with --merge: the joined table)")
     ap.add_argument("--grid", choices=("full", "heldout", "strided", "twins", "strips",
                                        "random", "bench", "smoke"),
-                    default="full")
+                    default="full",
+                    help="the cases: full (the calibration grid, default), heldout, strided, "
+                    "twins, strips (held out of the fit), random (--seed, --count), bench "
+                    "(bench_norm_bwd.py's 16), smoke (3 tiny cases, for --device cpu)")
     ap.add_argument("--seed", default="42",
                     help="--grid random: the draw's seed, a range '43-59' or a comma list")
     ap.add_argument("--count", type=int, default=40, help="--grid random: cases drawn")
@@ -771,7 +777,9 @@ def main(argv: list[str] | None = None) -> int:
                          "recorded fusion-table fields to --csv")
     ap.add_argument("--setting", default="",
                     help="CUDA tuning knobs for every compile, e.g. 'column_groups=2'")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cuda (default): check and time; cpu: check against float64 in "
+                    "the Triton interpreter (TRITON_INTERPRET=1), no times")
     ap.add_argument("--merge", nargs="+", default=[], metavar="PART_CSV",
                     help="no GPU: join the part CSVs of one sweep into --csv and print "
                          "the summary over all their cases")
@@ -808,8 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = cases[k::p][w::workers]
     if args.aa and args.device != "cuda":
         ap.error("--aa times CUDA graphs: it needs --device cuda")
-    if args.device == "cuda":
-        require_cuda("sweep_cost_model")
+    check_device("sweep_cost_model.py", args.device, "--device cpu --grid smoke")
     out = os.path.abspath(args.csv) if args.csv else None
     tables = tempfile.TemporaryDirectory(prefix="sweep_tables_", ignore_cleanup_errors=True)
     table_dir = pathlib.Path(tables.name)

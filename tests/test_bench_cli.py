@@ -66,23 +66,104 @@ def test_shapes_and_minimum_bytes():
     assert common.min_bytes("ln", 4, 8, 2) == 3 * 4 * 8 * 2 + 8 * 4 + 4 * 8 * 2
 
 
-GPU_SCRIPTS = ["bench_norm_bwd", "bench_block", "bench_launch_floor", "bench_workspace_floor",
-               "bench_column_strip_floor", "bench_row_exchange_floor",
-               "bench_unaligned_rows_floor",
-               "profile_backward", "bench_distributed", "profile_model", "ncu_backward"]
+#: The scripts users run (bench/README.md's table); the probes are bench/probes/.
+USER_SCRIPTS = ["bench_norm_bwd", "bench_models", "bench_distributed", "bench_dit",
+                "bench_compile_time", "bench_block", "bench_host_cost", "roofline",
+                "sweep_cost_model", "fit_cost_model", "ascend_model", "ascend_width_table",
+                "ncu_backward", "profile_backward", "profile_model"]
+PROBES = ["bench_launch_floor", "bench_workspace_floor", "bench_column_strip_floor",
+          "bench_row_exchange_floor", "bench_unaligned_rows_floor"]
+NO_GPU = "needs a CUDA GPU, and torch.cuda.is_available() is False here; "
+#: What each script that needs a GPU by default says without one, after its name and
+#: NO_GPU: what to run instead (the CPU run, where the script has one).
+WITHOUT_CUDA = {
+    "bench_norm_bwd": "run it on a machine with one",
+    "bench_block": "run it on a machine with one",
+    "bench_host_cost": "run it on a machine with one",
+    "ncu_backward": "run it on a machine with one",
+    "profile_backward": "run it on a machine with one",
+    "profile_model": "run it on a machine with one",
+    "bench_distributed": "on CPU instead: python bench/bench_distributed.py --device cpu (a "
+                         "smoke run, no times)",
+    "bench_models": "on CPU instead: TRITON_INTERPRET=1 python bench/bench_models.py "
+                    "--device cpu",
+    "bench_dit": "on CPU instead: TRITON_INTERPRET=1 python bench/bench_dit.py --device cpu "
+                 "--sizes 2x12x32",
+    "sweep_cost_model": "on CPU instead: TRITON_INTERPRET=1 python "
+                        "bench/sweep_cost_model.py --device cpu --grid smoke",
+}
+#: The scripts with a CPU run in the Triton interpreter: the arguments of that run.
+CPU_RUNS = {"bench_compile_time": [], "bench_models": ["--device", "cpu"],
+            "bench_dit": ["--device", "cpu", "--sizes", "2x12x32"],
+            "sweep_cost_model": ["--device", "cpu", "--grid", "smoke"],
+            "bench_distributed": ["--device", "cpu"]}
 
 
-@pytest.mark.parametrize("script", GPU_SCRIPTS)
-def test_gpu_scripts_say_they_need_cuda(script, monkeypatch):
-    """On a machine without CUDA every GPU bench stops with one line, not a traceback."""
+def _one_line_exit_2(module, argv, capsys) -> str:
+    """Run `module`'s main as its command line `argv` would; it must stop with exit
+    status 2 and one line on stderr (no traceback), which is returned."""
+    with pytest.raises(SystemExit) as stop:
+        module.main(argv)
+    assert stop.value.code == 2, stop.value.code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("script", [*WITHOUT_CUDA, *PROBES])
+def test_gpu_scripts_say_they_need_cuda(script, monkeypatch, capsys):
+    """On a machine without CUDA every GPU bench stops with one line and exit status 2,
+    not a traceback: a user script names itself, what is missing and what to run instead
+    (its CPU run, where it has one)."""
     import importlib
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(sys, "argv", [f"{script}.py"])
-    module = importlib.import_module(script)
-    with pytest.raises(SystemExit) as stop:
-        module.main()
-    assert str(stop.value) == f"{script} needs a CUDA device (torch.cuda.is_available() is False)"
+    line = _one_line_exit_2(importlib.import_module(script), None, capsys)
+    if script in PROBES:
+        assert line.startswith(f"{script}: {NO_GPU}")
+        return
+    name = f"{script}.py --device cuda" if script in CPU_RUNS else f"{script}.py"
+    assert line == f"{name}: {NO_GPU}{WITHOUT_CUDA[script]}"
+
+
+@pytest.mark.parametrize("script", CPU_RUNS)
+def test_cpu_runs_without_the_interpreter_say_how_to_start_it(script, monkeypatch, capsys):
+    """A CPU run without TRITON_INTERPRET=1 (Triton imported without its interpreter)
+    stops with one line naming the command that sets it, exit status 2."""
+    import importlib
+
+    import inductor_ext.interpreter
+
+    monkeypatch.setattr(inductor_ext.interpreter, "interpreter_active", lambda: False)
+    args = CPU_RUNS[script]
+    line = _one_line_exit_2(importlib.import_module(script), args, capsys)
+    assert line.startswith(f"{script}.py --device cpu: on CPU the kernels run in Triton's "
+                           "interpreter, which needs TRITON_INTERPRET=1 set before Python "
+                           "starts: ")
+    assert line.endswith(" ".join(["TRITON_INTERPRET=1 python", f"bench/{script}.py", *args]))
+
+
+@pytest.mark.parametrize("script, args, env", [
+    ("bench_compile_time", [], {}),                      # its default run is on CPU
+    ("sweep_cost_model", [], {"TRITON_INTERPRET": "1"}),  # its default run is on a GPU
+])
+def test_a_script_run_without_its_device_prints_one_line(script, args, env):
+    """The whole command, as a user runs it on a machine without a GPU: bench_compile_time
+    without TRITON_INTERPRET, sweep_cost_model without flags. One line on stderr naming
+    what is missing and what to run, exit status 2, no traceback."""
+    import subprocess
+
+    full = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **env}
+    if "TRITON_INTERPRET" not in env:
+        full.pop("TRITON_INTERPRET", None)
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), *args],
+                         env=full, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "TRITON_INTERPRET=1 python bench/" in res.stderr
+    if script == "sweep_cost_model":
+        assert "--device cpu" in res.stderr
 
 
 def test_the_shared_fold_sums_the_first_rows_into_one_or_two_outputs():
@@ -200,14 +281,13 @@ def test_bench_models_without_cuda_says_so(monkeypatch, capsys):
     import bench_models
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(SystemExit) as exc:
-        bench_models.main(["--device", "cuda"])
-    assert exc.value.code == ("bench_models.py --device cuda needs a CUDA device "
-                              "(torch.cuda.is_available() is False); the CPU smoke run: "
-                              "TRITON_INTERPRET=1 python bench/bench_models.py --device cpu")
+    assert _one_line_exit_2(bench_models, ["--device", "cuda"], capsys) == (
+        "bench_models.py --device cuda: needs a CUDA GPU, and torch.cuda.is_available() is "
+        "False here; on CPU instead: TRITON_INTERPRET=1 python bench/bench_models.py "
+        "--device cpu")
 
 
-def test_bench_dit_without_cuda_names_itself(monkeypatch):
+def test_bench_dit_without_cuda_names_itself(monkeypatch, capsys):
     """bench_dit.py runs bench_models.py per size; without --device (cuda, the default) and
     without CUDA its one line names bench_dit.py and its own CPU smoke run, not
     bench_models, and stops before any size runs."""
@@ -216,13 +296,12 @@ def test_bench_dit_without_cuda_names_itself(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     ran = []
     monkeypatch.setattr(bench_dit.bench_models, "main", ran.append)
-    with pytest.raises(SystemExit) as exc:
-        bench_dit.main([])
-    assert exc.value.code == ("bench_dit.py --device cuda needs a CUDA device "
-                              "(torch.cuda.is_available() is False); the CPU smoke run: "
-                              "TRITON_INTERPRET=1 python bench/bench_dit.py --device cpu "
-                              "--sizes 2x12x32")
-    assert "bench_models" not in exc.value.code and not ran
+    line = _one_line_exit_2(bench_dit, [], capsys)
+    assert line == ("bench_dit.py --device cuda: needs a CUDA GPU, and "
+                    "torch.cuda.is_available() is False here; on CPU instead: "
+                    "TRITON_INTERPRET=1 python bench/bench_dit.py --device cpu "
+                    "--sizes 2x12x32")
+    assert "bench_models" not in line and not ran
 
 
 def test_bench_models_size_and_names():
@@ -535,22 +614,10 @@ def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
     assert help_.returncode == 0 and help_.stdout.startswith("usage: ")
 
 
-ARGV_SCRIPTS = ["bench_block", "bench_column_strip_floor", "bench_distributed", "bench_dit",
-                "bench_host_cost", "bench_launch_floor", "bench_models", "bench_norm_bwd",
-                "bench_row_exchange_floor",
-                "bench_workspace_floor", "fit_cost_model", "ncu_backward", "profile_model",
-                "roofline", "sweep_cost_model"]
-
-
-@pytest.mark.parametrize("script", ARGV_SCRIPTS)
-def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
-    """--help's description is the docstring's whole first paragraph, not its first line
-    cut mid-sentence; bench_models.py and bench_dit.py say what every option takes
-    (--variants included)."""
+def _help(module, monkeypatch, capsys):
+    """(the parser, the --help text with its whitespace collapsed) of `module`'s main."""
     import argparse
-    import importlib
 
-    module = importlib.import_module(script)
     parsers = []
     parse_args = argparse.ArgumentParser.parse_args
 
@@ -562,12 +629,38 @@ def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         module.main(["--help"])
     assert stop.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())
+    return parsers[-1], " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("script", USER_SCRIPTS + PROBES)
+def test_help_says_the_whole_first_sentence(script, monkeypatch, capsys):
+    """--help's description is the docstring's whole first paragraph, not its first line
+    cut mid-sentence."""
+    import importlib
+
+    module = importlib.import_module(script)
+    _, out = _help(module, monkeypatch, capsys)
     first = common.description(module.__doc__)
     assert first and first[-1] in ".)" and first in out
+
+
+@pytest.mark.parametrize("script", USER_SCRIPTS)
+def test_help_names_the_device_and_explains_every_option(script, monkeypatch, capsys):
+    """Every user script's --help says what device it needs (a CUDA GPU, CPU only, or CPU
+    under TRITON_INTERPRET=1) and what every option does."""
+    import argparse
+    import importlib
+
+    parser, out = _help(importlib.import_module(script), monkeypatch, capsys)
+    description = " ".join(parser.description.split())
+    assert description in out
+    assert any(words in description for words in common.DEVICE_WORDS), description
+    undocumented = [a.option_strings or a.dest for a in parser._actions
+                    if not a.help or not a.help.strip()]
+    assert undocumented == []
+    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    assert len(shown) > 1  # --help and the script's own options
     if script in ("bench_models", "bench_dit"):
-        undocumented = [a.dest for a in parsers[-1]._actions if not a.help]
-        assert undocumented == []
         assert "--variants" in out and "stock_again" in out
 
 
@@ -629,3 +722,38 @@ def test_ncu_cases_take_the_weights_dtype(capsys):
                           ("sum:64x64:bf16", "the op is rms or ln")):
         with pytest.raises(SystemExit, match=re.escape(message)):
             ncu_backward.parse_case(spec)
+
+
+def test_roofline_of_the_calibration_sweep_has_numbers_and_a_cpu_sweep_is_refused(
+        tmp_path, capsys):
+    """bench/README.md's calibration sweep (cost_sweep_h100.csv) predates the run's copy
+    bandwidth (`copy_tbps`): roofline.py says so in its first line and measures against
+    each shape's same-size add, so every shape has a copy fraction (no `nan` printed). A
+    sweep without ext's times (a CPU run) is one error line, exit status 2."""
+    import csv
+
+    import roofline
+
+    sweep = ROOT / "bench" / "results" / "cost_sweep_h100.csv"
+    assert roofline.main([str(sweep)]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("copy fraction against the shape's copy bandwidth: ")
+    assert "cost_sweep_h100.csv has no copy_tbps" in first
+    assert "nan" not in out
+    with open(sweep, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert f"{len(rows)} shapes ({len(rows)} timed)" in out
+    for row in rows:
+        row["ext_us"] = ""
+    cpu = tmp_path / "cpu_sweep.csv"
+    with open(cpu, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(SystemExit) as stop:
+        roofline.main([str(cpu)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(
+        f"roofline.py: error: no case in {cpu} has ext's time (ext_us)")
