@@ -1,4 +1,6 @@
-"""Which launch configs Inductor's autotuner gets to time: the planned waves."""
+"""Which launch configs Inductor's autotuner gets to time: the planned waves; and which fused
+kernels it gets at all (persistent and register-tiled ones with their configs attached,
+not those that accumulate into the workspace, one fixed config in deterministic mode)."""
 
 import dataclasses
 
@@ -16,6 +18,8 @@ from inductor_ext.plan import DeviceInfo, LaunchPlan, PlanOptions, ShapeInfo
 from inductor_ext.runtime import autotune
 from inductor_ext.targets.cuda import plan as cuda_plan
 from inductor_ext.targets.cuda.tuning import CudaTuning
+from tests.support.fused_kernels import register_tiled as _register_tiled
+from tests.support.fused_kernels import rms_inputs as _inputs
 from tests.support.poison import poisoned_allocations
 from tests.support.reference import (
     assert_close,
@@ -396,3 +400,38 @@ def test_deterministic_kernels_run_the_plans_program_count(cuda_knobs, plugin):
     assert "RPROGRAMS : tl.constexpr" not in code and "row_step = 8 * XBLOCK" in code
     assert "PrecomputedGrid" not in code
     assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+# -- which fused kernels carry configs to time, end to end ----------------------------------
+def test_register_tiles_are_autotuned(cuda_knobs, plugin):
+    """Register-tiled kernels store their partials (no workspace adds), so the autotuner
+    may run them more than once: rows per iteration 1 and 2 are both correct."""
+    cuda_knobs(autotune_on_cpu=True)
+    args = _inputs(M=64, N=48)
+    with _register_tiled(cuda_knobs):
+        got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert "@mix_order_autotune(" in code
+    configs = code.split("'inductor_ext_configs': ")[1].split("]")[0]
+    assert "'XBLOCK': 1," in configs and "'XBLOCK': 2," in configs
+    assert configs.count("'R0_BLOCK': 16,") == configs.count("'XBLOCK'")
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_autotuned_configs_are_attached_and_correct(plugin, cuda_knobs):
+    cuda_knobs(autotune_on_cpu=True)
+    args = _inputs(M=256, N=40)
+    got, (code,) = run_and_get_code(torch.compile(rms_backward), *args)
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "@mix_order_autotune(" in code
+    assert "from inductor_ext.runtime.autotune import mix_order_autotune" in code
+    configs = code.split("'inductor_ext_configs': ")[1].split("]")[0]
+    assert 2 <= configs.count("'XBLOCK'") <= 12
+    assert_close(got, rms_backward(*[a.double() for a in args]))
+
+
+def test_deterministic_mode_keeps_one_config(plugin, cuda_knobs):
+    cuda_knobs(autotune_on_cpu=True)
+    with torch._inductor.config.patch(deterministic=True):
+        _, (code,) = run_and_get_code(torch.compile(rms_backward), *_inputs(M=256))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert "mix_order_autotune" not in code and "@triton_heuristics.fixed_config(" in code

@@ -2,7 +2,8 @@
 
 bench/results/cost_sweep_h100.csv holds, per case, the measured times of stock
 torch.compile, upstream mix-order off and the fused kernel on an H100, with the shape
-facts the hook recorded; the model must reproduce each fuse / decline decision."""
+facts the hook recorded; the model must reproduce each fuse / decline decision. Without
+`always_fuse`, a compile keeps Inductor's kernels for a group the model declines."""
 
 import csv
 import dataclasses
@@ -23,6 +24,9 @@ from inductor_ext.plan import PlanOptions, ShapeInfo
 from inductor_ext.targets.cuda import cost
 from inductor_ext.targets.cuda import plan as cuda_plan
 from inductor_ext.targets.cuda.tuning import CudaTuning
+from tests.support.fused_kernels import rms_inputs as _inputs
+from tests.support.reference import rms_backward
+from tests.support.tuning import tuned
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -677,3 +681,21 @@ def test_the_bench_cases_plan_as_before_the_newer_rules(rule_off):
                       columns=2 if case.op == "ln" else 1)
         assert (cuda_plan.plan(shape, H100, CudaTuning(), PlanOptions())
                 == cuda_plan.plan(shape, H100, old, PlanOptions())), case.name
+
+
+# -- the model's decision in a compile, without always_fuse ----------------------------------
+def test_cost_model_decline_keeps_inductor_kernels_without_always_fuse(interp):
+    """A group the cost model declines (here: fewer rows per program than the tuning asks
+    for) keeps Inductor's kernels; `always_fuse` off is the default."""
+    with torch._inductor.config.patch(inductor_ext.options()), \
+            tuned("cuda", min_rows_per_program=65):
+        torch.compile(rms_backward)(*_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs["not_profitable"] == 1
+
+
+def test_small_shape_fuses_by_default(interp):
+    """64x40: the model predicts one fused launch cheaper than Inductor's two kernels."""
+    with torch._inductor.config.patch(inductor_ext.options()):
+        torch.compile(rms_backward)(*_inputs())
+    assert inductor_ext.metrics.mix_order_kernels == 1

@@ -4,7 +4,9 @@ block's values in registers (legality.row_outputs_read).
 Qwen3's q/k norms have two shapes of it, which would decline without this: the k_norm's
 dy (the RoPE backward, computed in the dx kernel) stored as [B, H, T, D] while the rows
 run over (b, t, h); and the q_norm's dw summing a dy * x_hat buffer that only the dx
-kernel writes, so the pair reads no common input."""
+kernel writes, so the pair reads no common input. A row statistic (rstd) joins the row
+that computes it when the column reads it at its own row; read at another row, or through
+a reduction over all rows, the pair is declined as `producer_consumer`."""
 
 import pytest
 import sympy
@@ -13,6 +15,7 @@ from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
 from inductor_ext.scheduler.legality import reads_stored_element
+from tests.support.fused_kernels import rms_inputs as _inputs
 from tests.support.reference import assert_close
 
 
@@ -111,3 +114,38 @@ def test_a_column_tiled_row_declines_a_column_of_what_the_row_side_computes(plug
         torch.compile(_qnorm_like)(*mats, w, rstd)
     assert inductor_ext.metrics.mix_order_kernels == 0
     assert inductor_ext.metrics.rejected_pairs == {"tiled_row_reads": 1}
+
+
+# -- end to end: a row statistic read by the column ------------------------------------------
+def test_column_reading_the_row_statistic_joins_its_row(plugin):
+    """dw needs rstd, which the row reduction computes: in the persistent kernel the row
+    block's rstd is in registers when dw's partial is accumulated, read at its own row."""
+
+    def fn(x, w, dy):
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        xhat = x * rstd
+        dw = (dy * xhat).sum(0)
+        return xhat * w, dw
+
+    x, w, dy, _ = _inputs()
+    got = torch.compile(fn)(x, w, dy)
+    assert_close(got, fn(x.double(), w.double(), dy.double()))
+    assert inductor_ext.metrics.mix_order_kernels == 1
+    assert not inductor_ext.metrics.rejected_pairs
+
+
+@pytest.mark.parametrize("path", ["other_row", "through_a_kernel"])
+def test_producer_consumer_pair_is_not_fused(plugin, path):
+    """dw reads rstd at another row than its own (flipped), or through a reduction over all
+    rows (another kernel, which would run both before and after the fused one)."""
+
+    def fn(x, w, dy):
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        scale = rstd.flip(0) if path == "other_row" else rstd.sum()
+        return x * rstd * w, (dy * x * scale).sum(0)
+
+    x, w, dy, _ = _inputs()
+    got = torch.compile(fn)(x, w, dy)
+    assert_close(got, fn(x.double(), w.double(), dy.double()))
+    assert inductor_ext.metrics.mix_order_kernels == 0
+    assert inductor_ext.metrics.rejected_pairs == {"producer_consumer": 1}
