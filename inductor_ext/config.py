@@ -56,6 +56,12 @@ decompose_npu_rms_norm: bool = False
 #: ``excluded_by_config``: a way to rule one module out while checking a regression.
 exclude_modules: list[str] = []
 
+#: Norms to leave to Inductor by their module's class name: fnmatch patterns on the class
+#: ("LayerNorm", "LlamaRMSNorm", "*RMSNorm"), as the tables' norm_classes give it; what
+#: Liger's ``apply_liger_kernel_to_llama(rms_norm=False)`` does for its kernels. Recorded as
+#: ``excluded_by_config``, like ``exclude_modules``.
+exclude_norm_classes: list[str] = []
+
 #: Tuning knobs per target (`{"cuda": {"register_tile": 16}}`), over the defaults of
 #: `CudaTuning` (targets/cuda/tuning.py) and `AscendTuning` (targets/ascend/tuning.py),
 #: each checked against its range (`inductor_ext.plan.tuning`); part of the cache key like
@@ -93,8 +99,29 @@ def check(name: str, value: object) -> None:
     elif name == "exclude_modules":
         if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
             raise bad("a list of non-empty str patterns")
+    elif name == "exclude_norm_classes":
+        if not isinstance(value, list) or not all(isinstance(p, str) and p and "." not in p
+                                                  for p in value):
+            raise bad("a list of class names or fnmatch patterns on them, as str without a "
+                      "module path ('LayerNorm', 'LlamaRMSNorm', '*RMSNorm')")
     elif name == "tuning":
         planning.tuning.validate(value)
+
+
+def checked(changes: dict[str, Any], where: str) -> dict[str, Any]:
+    """A deep copy of `changes` ({option: value}, as `patch` takes them) once each entry
+    is checked: a TypeError naming an unknown option (and listing the known ones), the
+    ValueError of `check` naming one with a bad value. `where` names the call in the
+    TypeError. The copy keeps a list or dict the caller changes later out of it."""
+    import copy
+
+    known = sys.modules[__name__]._config
+    for name, value in changes.items():
+        if name not in known:
+            raise TypeError(f"{where}: {name!r} is not an inductor_ext option; the options "
+                            f"are {', '.join(known)}")
+        check(name, value)
+    return copy.deepcopy(changes)
 
 
 def validate() -> None:

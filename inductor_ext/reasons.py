@@ -130,7 +130,13 @@ class Reason(str, enum.Enum):
     UNSUPPORTED_BACKEND = (
         "unsupported_backend",
         "The device is not generated through Inductor's Triton backend (the C++ CPU backend, "
-        "say); recorded once per graph that has a row/column pair.")
+        "say), so the plugin fuses nothing there: run on a GPU or an NPU, or on CPU with "
+        "`TRITON_INTERPRET=1` and the compile inside "
+        "`inductor_ext.interpreter.cpu_interpret()`.",
+        "On the C++ CPU backend, recorded for every norm of the graph, in its module's name, "
+        "and once for the graph's other column reductions, the detail and the graph's summary "
+        "line saying what to do; on a torch_npu backend the plugin has no adapter for, once "
+        "per graph, the detail naming the backend.")
     CPP_WRAPPER = (
         "cpp_wrapper",
         "The output is cpp_wrapper / AOTInductor; the plugin's final step is Python wrapper "
@@ -159,11 +165,13 @@ class Reason(str, enum.Enum):
         "device).")
     EXCLUDED_BY_CONFIG = (
         "excluded_by_config",
-        "A norm of the group matches a pattern of `config.exclude_modules` (its module path, "
-        "else its source line, as the tables name it): the user asked to leave it to "
-        "Inductor.",
+        "A norm of the group matches an opt-out pattern: `config.exclude_modules` on its "
+        "name (its module path, else its source line, as the tables name it) or "
+        "`config.exclude_norm_classes` on its class; the user asked to leave it to Inductor.",
         "Checked once matching has named the group's norms, before planning; the whole group "
-        "stays Inductor's, the columns that would have ridden along included.")
+        "stays Inductor's, the columns that would have ridden along included. The detail, "
+        "the report's line of each of the group's norms and the graph's summary line name "
+        "the norm that matched and the pattern.")
     INTERNAL_ERROR = (
         "internal_error",
         "The hook or the fused codegen raised, and Inductor's schedule was kept.")

@@ -189,7 +189,10 @@ class NormStatus:
             return "fused into " + ", ".join(self.kernels)
         reason, detail = self.declines[0]
         text = f"declined: {reason} \u2014 {why(reason)}"
-        if detail and len(detail) <= SHORT_DETAIL:
+        if reason == reasons.Reason.EXCLUDED_BY_CONFIG and detail:
+            # which norm matched which pattern, the detail's first part, whatever its length
+            text += f" ({detail.split('; ')[0]})"
+        elif detail and len(detail) <= SHORT_DETAIL:
             text += f" ({detail})"
         more = sorted({r for r, _ in self.declines[1:]} - {reason})
         if more:

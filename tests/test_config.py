@@ -84,6 +84,15 @@ _BAD = [
     ("exclude_modules", ("*.q_norm",), r"must be a list of .*, got \('\*\.q_norm',\)"),
     ("exclude_modules", ["*.q_norm", 3], r"must be a list of .*, got \['\*\.q_norm', 3\]"),
     ("exclude_modules", [""], r"must be a list of non-empty str patterns, got \[''\]"),
+    ("exclude_norm_classes", "LayerNorm", r"must be a list of class names .*, got 'LayerNorm'"),
+    ("exclude_norm_classes", ["torch.nn.LayerNorm"],
+     r"as str without a module path \('LayerNorm', 'LlamaRMSNorm', '\*RMSNorm'\), "
+     r"got \['torch\.nn\.LayerNorm'\]"),
+    ("exclude_norm_classes", [torch.nn.LayerNorm],
+     r"must be a list of class names .*, got \[<class 'torch\.nn\.modules\.normalization"
+     r"\.LayerNorm'>\]"),
+    ("exclude_norm_classes", ["RMSNorm", ""], r"must be a list of class names .*, got "
+     r"\['RMSNorm', ''\]"),
 ]
 
 
@@ -131,7 +140,8 @@ def test_options_are_the_annotated_values_only():
     the config, its patch and the cache key."""
     assert sorted(inductor_ext.config.get_config_copy()) == sorted([
         "always_fuse", "split_size", "target", "max_persistent_n", "ascend_vector_cores",
-        "ascend_ub_bytes", "decompose_npu_rms_norm", "exclude_modules", "tuning"])
+        "ascend_ub_bytes", "decompose_npu_rms_norm", "exclude_modules",
+        "exclude_norm_classes", "tuning"])
 
 
 def test_a_value_changed_in_place_is_caught_at_compile(interp):

@@ -3,7 +3,9 @@ stacks fuses (plain, activation-checkpointed, dynamic shapes) with gradients tha
 eager; the tables and logs name the user's modules; nothing is silent."""
 
 import inspect
+import logging
 import os
+import pathlib
 
 import pytest
 import torch
@@ -123,28 +125,87 @@ def test_rmsnorm_backward_without_a_reduction_pair_records_why(plugin, tables, M
     assert (row["M"], row["N"]) == (str(M), str(N))
 
 
-def test_cpp_backend_records_unsupported_backend_once_per_graph():
+class _CppNorms(torch.nn.Module):
+    """Four norms of two classes: an embedding's LayerNorm, a norm in each of two layers
+    (their names differ in one number), a final RMSNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(40, 40)
+        self.embed_norm = torch.nn.LayerNorm(40)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.ModuleDict({"norm": torch.nn.RMSNorm(40), "proj": torch.nn.Linear(40, 40)})
+            for _ in range(2))
+        self.final = torch.nn.RMSNorm(40)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed_norm(self.embed(x))
+        for layer in self.layers:
+            x = x + layer["proj"](layer["norm"](x))
+        return self.final(x)
+
+
+def test_cpp_backend_declines_every_norm_and_says_what_to_do(norm_views, ext_records, capsys):
     """enable() and a compile on the C++ CPU backend (no cpu_interpret): our codegen does not
-    run there, and each graph that has a row/column pair says so once."""
+    run there. Every norm of the graph is declined `unsupported_backend` in its module's
+    name, once each (issue 63: one per graph before, `norms 1 found`), in the counters,
+    the tables, the report and the INFO line, which says what to do."""
+    from inductor_ext.scheduler.legality import CPU_ADVICE
+
     torch._dynamo.reset()
     inductor_ext.metrics.reset()
-    M, N = 64, 40
-    inputs = [torch.randn(M, N, requires_grad=True), torch.randn(N, requires_grad=True)]
-    dy = torch.randn(M, N)
+    model = _CppNorms()
+    x = torch.randn(64, 40)
+    expected = ["embed_norm", "final", "layers.0.norm", "layers.1.norm"]
 
-    def two_norms(x, w):
-        return rms_norm(x, w) + rms_norm(2 * x, w)
+    def grads(fn):
+        model.zero_grad()
+        (fn(x) * torch.randn(64, 40, generator=torch.Generator().manual_seed(1))).sum().backward()
+        return [p.grad.clone() for p in model.parameters()]
 
+    eager = grads(model)
     inductor_ext.enable()
     try:
         with inductor_ext.config.patch(always_fuse=True):
-            got = autograd_grads(torch.compile(two_norms), inputs, dy)
+            got = grads(torch.compile(model))
     finally:
         inductor_ext.disable()
         torch._dynamo.reset()
-    assert_close(got, float64_grads(two_norms, inputs, dy))
-    assert inductor_ext.metrics.mix_order_kernels == 0
-    assert inductor_ext.metrics.rejected_pairs == {"unsupported_backend": 1}
+    assert_close(got, eager)
+    metrics = inductor_ext.metrics
+    assert metrics.mix_order_kernels == 0
+    assert (metrics.norms["found"], metrics.norms["fused"], metrics.norms["declined"]) == \
+        (4, 0, 4)
+    assert metrics.norms_declined == {"unsupported_backend": 4}
+    assert set(metrics.rejected_pairs) == {"unsupported_backend"}
+    assert norm_views() == {place: (4, 0, 4) for place in ("counters", "log summary", "report")}
+    norm_rows = [r for r in tables_.rows("mix_order_reject") if r["kind"] == "norm"]
+    assert sorted(n for r in norm_rows for n in r["norms"].split()) == expected  # once each
+    assert {r["reason"] for r in norm_rows} == {"unsupported_backend"}
+    assert all(r["detail"].endswith(CPU_ADVICE) and "C++ CPU backend" in r["detail"]
+               for r in norm_rows), norm_rows
+    classes = {n: c for r in norm_rows for n, c in zip(r["norms"].split(),
+                                                        r["norm_classes"].split())}
+    assert classes == {"embed_norm": "LayerNorm", "final": "RMSNorm", "layers.0.norm": "RMSNorm",
+                       "layers.1.norm": "RMSNorm"}
+
+    [line] = [r.getMessage() for r in ext_records
+              if r.levelno == logging.INFO and "backward: norms" in r.getMessage()]
+    assert "backward: norms 4 found, 0 fused, 4 declined; declined (unsupported_backend): " \
+        in line, line
+    listed = line.split("declined (unsupported_backend): ")[1].split(";")[0].split(", ")
+    assert sorted(listed) == ["embed_norm", "final", "layers.{0,1}.norm"], line
+    assert line.endswith("; " + CPU_ADVICE), line
+    assert "TRITON_INTERPRET=1" in CPU_ADVICE and "cpu_interpret()" in CPU_ADVICE
+
+    tables = sorted(str(p) for p in pathlib.Path().glob("metric_table_mix_order_*.csv"))
+    assert report.main(tables) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("norms: 4 in 1 graph, 0 fused, 4 declined\n"), out
+    for norm in expected:
+        [row] = [ln for ln in out.splitlines() if ln.split()[:1] == [norm]]
+        assert "declined: unsupported_backend" in row, row
+    assert "inductor_ext.interpreter.cpu_interpret()" in out  # the reason, described
 
 
 # -- tables, report and log in the user's terms ------------------------------------------------

@@ -3,14 +3,19 @@ dw/db, the kernel between them) before Inductor's buffer and op names; a norm ri
 a frozen embedding is recorded `no_row_reduction`; `config.exclude_modules` keeps the norms
 it names unfused, recorded `excluded_by_config`."""
 
+import logging
 import os
 import re
+import types
 
 import pytest
 import torch
 from torch import nn
 
 import inductor_ext
+from inductor_ext import diagnostics, report
+from inductor_ext.ir.attribution import Attribution
+from inductor_ext.scheduler import hook
 from tests.support import tables as tables_
 from tests.support.reference import assert_close
 
@@ -117,9 +122,11 @@ class TwoBlocks(nn.Module):
 
 
 @pytest.mark.parametrize("patterns", [["layers.0.*"], ["*.0.norm", "nothing.*"]])
-def test_excluded_modules_stay_unfused(plugin, tables, patterns):
+def test_excluded_modules_stay_unfused(plugin, tables, ext_records, monkeypatch, patterns):
     """One of two norms excluded: the other fuses, the excluded one is declined with its
-    own reason, and the counters agree with the tables."""
+    own reason, the pattern that matched it first in the detail, and the counters agree
+    with the tables. A pattern that matches no norm of the graph is warned about."""
+    monkeypatch.setattr(diagnostics, "warned", set())
     model = TwoBlocks()
     x = torch.randn(64, 32, requires_grad=True)
     eager = _grads(model, model, x)
@@ -130,9 +137,17 @@ def test_excluded_modules_stay_unfused(plugin, tables, patterns):
     rejected = tables_.rows("mix_order_reject")
     assert _norms(rejected) == {"layers.0.norm": "excluded_by_config"}
     (row,) = [r for r in rejected if r["reason"] == "excluded_by_config"]
-    assert re.match(r"the dx of layers\.0\.norm \(op\w+\) with the dw/db of layers\.0\.norm "
-                    r"\(buf\d+, buf\d+\): ", row["detail"]), row["detail"]
-    assert "layers.0.norm matches config.exclude_modules" in row["detail"]
+    assert row["detail"].startswith(
+        f"layers.0.norm matches config.exclude_modules {patterns[0]!r}; "), row["detail"]
+    assert re.search(r"; the dx of layers\.0\.norm \(op\w+\) with the dw/db of layers\.0\.norm "
+                     r"\(buf\d+, buf\d+\) stays Inductor's$", row["detail"]), row["detail"]
+    warned = [r.getMessage() for r in ext_records if r.levelno == logging.WARNING]
+    assert [w for w in warned if "matches none" in w] == (
+        ["inductor_ext: config.exclude_modules pattern 'nothing.*' matches none of the 2 norms "
+         f"of graph {row['graph_id']} (layers.{{0,1}}.norm): names are module paths relative "
+         "to the compiled frame, so torch.compile(model) names "
+         "model.layers[1].input_layernorm 'layers.1.input_layernorm' (warned once per "
+         "pattern)"] if "nothing.*" in patterns else []), warned
     metrics = inductor_ext.metrics
     assert metrics.mix_order_kernels == 1
     assert metrics.rejected_pairs == {"excluded_by_config": 1}
@@ -146,3 +161,138 @@ def test_no_pattern_matches_every_norm_fuses(plugin, tables):
         _grads(model, torch.compile(model), torch.randn(64, 32, requires_grad=True))
     assert inductor_ext.metrics.mix_order_kernels == 2
     assert not inductor_ext.metrics.rejected_pairs
+
+
+class EmbedNorm(nn.Module):
+    """An embedding's LayerNorm before a layer's RMSNorm (the two dx Inductor computes in
+    one row kernel: one group) and a final RMSNorm, as in issue 63."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(32, 32)
+        self.embed_norm = nn.LayerNorm(32)
+        self.layers = nn.ModuleList([nn.ModuleDict({"input_layernorm": nn.RMSNorm(32),
+                                                    "proj": nn.Linear(32, 32)})])
+        self.norm = nn.RMSNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed_norm(self.embed(x))
+        for layer in self.layers:
+            x = x + layer["proj"](layer["input_layernorm"](x))
+        return self.norm(x)
+
+
+def _lines(records: list, level: int, text: str) -> list[str]:
+    return [r.getMessage() for r in records if r.levelno == level and text in r.getMessage()]
+
+
+def test_an_excluded_group_names_the_norm_that_matched_and_the_pattern(
+        plugin, tables, ext_records, capsys, monkeypatch):
+    """Issue 63: excluding `embed_norm` declined `layers.0.input_layernorm and 1 more`. The
+    group's detail, the INFO line and the report's line of each of its norms name the
+    norm that matched and the pattern. `model.layers.0.*`, as README once wrote it,
+    matches nothing in a compile of `model` (names are relative to the compiled frame):
+    warned once, however many graphs compile, with the pattern that would match."""
+    monkeypatch.setattr(diagnostics, "warned", set())
+    model = EmbedNorm()
+    x = torch.randn(64, 32, requires_grad=True)
+    eager = _grads(model, model, x)
+    with inductor_ext.config.patch(exclude_modules=["embed_norm", "model.layers.0.*"]):
+        got = _grads(model, torch.compile(model), x)
+    assert_close(got, eager)
+    (row,) = [r for r in tables_.rows("mix_order_reject") if r["reason"] == "excluded_by_config"]
+    group = row["norms"].split()
+    assert group[0] == "embed_norm" and "layers.0.input_layernorm" in group, row
+    assert row["detail"].startswith(
+        "embed_norm matches config.exclude_modules 'embed_norm'; the dx of "), row["detail"]
+    assert "norm" in _norms(tables_.rows("mix_order_fusion"))
+
+    [line] = _lines(ext_records, logging.INFO, "backward: norms")
+    assert "declined (excluded_by_config): embed_norm" in line, line
+    assert "; config.exclude_modules 'embed_norm' matched embed_norm;" in line, line
+    assert report.main(["metric_table_mix_order_reject.csv",
+                        "metric_table_mix_order_fusion.csv"]) == 0
+    out = capsys.readouterr().out
+    for norm in group:
+        [status] = [ln for ln in out.splitlines() if ln.split()[:1] == [norm]]
+        assert status.endswith("declined: excluded_by_config \u2014 A norm of the group "
+                               "matches an opt-out pattern (embed_norm matches "
+                               "config.exclude_modules 'embed_norm')"), status
+
+    warning = ("inductor_ext: config.exclude_modules pattern 'model.layers.0.*' matches none "
+               "of the 3 norms of graph ")
+    [first] = _lines(ext_records, logging.WARNING, warning)
+    assert "names are module paths relative to the compiled frame" in first, first
+    assert first.endswith("; 'layers.0.*' would match layers.0.input_layernorm (warned once "
+                          "per pattern)"), first
+    assert not _lines(ext_records, logging.WARNING, "'embed_norm' matches none")
+    torch._dynamo.reset()  # a second compile of the same graph: no second warning
+    with inductor_ext.config.patch(exclude_modules=["embed_norm", "model.layers.0.*"]):
+        _grads(model, torch.compile(model), x)
+    assert len(_lines(ext_records, logging.WARNING, warning)) == 1
+    assert len(_lines(ext_records, logging.DEBUG, warning)) == 1  # the repeat, at debug
+
+
+class NormsApart(nn.Module):
+    """A LayerNorm and an RMSNorm with a Linear between: two groups."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+        self.ln = nn.LayerNorm(32)
+        self.mid = nn.Linear(32, 32)
+        self.rms = nn.RMSNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rms(self.mid(self.ln(self.proj(x))))
+
+
+def test_exclude_norm_classes_leaves_one_kind_of_norm_to_inductor(
+        plugin, tables, ext_records, monkeypatch):
+    """`exclude_norm_classes=["LayerNorm"]` (Liger's `rms_norm=False`, by class): the RMSNorm
+    fuses, the LayerNorm is declined `excluded_by_config` naming its class and the
+    pattern; a class pattern matching no norm's class is warned about, with the classes."""
+    monkeypatch.setattr(diagnostics, "warned", set())
+    model = NormsApart()
+    x = torch.randn(64, 32, requires_grad=True)
+    eager = _grads(model, model, x)
+    with inductor_ext.config.patch(exclude_norm_classes=["LayerNorm", "RMSnorm"]):
+        got = _grads(model, torch.compile(model), x)
+    assert_close(got, eager)
+    assert set(_norms(tables_.rows("mix_order_fusion"))) == {"rms"}
+    (row,) = tables_.rows("mix_order_reject")
+    assert (row["reason"], row["norms"], row["norm_classes"]) == \
+        ("excluded_by_config", "ln", "LayerNorm")
+    assert row["detail"].startswith(
+        "ln (LayerNorm) matches config.exclude_norm_classes 'LayerNorm'; "), row["detail"]
+    metrics = inductor_ext.metrics
+    assert metrics.norms == {"found": 2, "fused": 1, "declined": 1}
+    assert metrics.norms_declined == {"excluded_by_config": 1}
+    [line] = _lines(ext_records, logging.INFO, "backward: norms")
+    assert "fused: rms; declined (excluded_by_config): ln; config.exclude_norm_classes " \
+        "'LayerNorm' matched ln;" in line, line
+    [warned] = _lines(ext_records, logging.WARNING, "matches")
+    assert warned.startswith("inductor_ext: config.exclude_norm_classes pattern 'RMSnorm' "
+                             "matches the class of none of the 2 norms of graph "), warned
+    assert "(classes: LayerNorm, RMSNorm)" in warned, warned
+
+
+@pytest.mark.parametrize("modules,classes,matched", [
+    ([], ["LayerNorm"], {"m.ln": "config.exclude_norm_classes 'LayerNorm'"}),
+    ([], ["*RMSNorm"], {"m.rms": "config.exclude_norm_classes '*RMSNorm'",
+                        "m.q_norm": "config.exclude_norm_classes '*RMSNorm'"}),
+    ([], ["RMSNorm"], {}),  # a whole class name: LlamaRMSNorm is not RMSNorm
+    (["*.rms"], ["*RMSNorm"], {"m.rms": "config.exclude_modules '*.rms'",
+                               "m.q_norm": "config.exclude_norm_classes '*RMSNorm'"}),
+    (["m.*"], [], {n: "config.exclude_modules 'm.*'" for n in ("m.ln", "m.rms", "m.q_norm",
+                                                               "m.py:3")}),
+])
+def test_which_pattern_excludes_which_norm(modules, classes, matched):
+    """Names before classes, the first pattern that matches; a norm of unknown class (by
+    its source line) matches no class pattern."""
+    attribution = Attribution(norms=["m.ln", "m.rms", "m.q_norm", "m.py:3"], modules=[],
+                              sources=[], classes={"m.ln": "LayerNorm", "m.rms": "LlamaRMSNorm",
+                                                   "m.q_norm": "Qwen3RMSNorm"})
+    cand = types.SimpleNamespace(attribution=attribution)
+    with inductor_ext.config.patch(exclude_modules=modules, exclude_norm_classes=classes):
+        assert hook.excluded_norms(cand) == matched  # type: ignore[arg-type]

@@ -111,6 +111,29 @@ def test_summary_survives_its_encoding():
         GraphCoverage.decode("not json")
 
 
+def test_summary_names_what_an_opt_out_matched_and_what_to_do():
+    """Issue 63: the norms a pattern matched, after the declined lists; a note (the C++
+    backend's advice) last; both survive the encoding a warm cache replays."""
+    graph = GraphCoverage("0/0 backward")
+    graph.add_fused([f"layers.{i}.post_attention_layernorm" for i in range(12)], 0)
+    graph.add_declined(["embed_norm", "layers.0.input_layernorm"], "excluded_by_config")
+    graph.add_excluded("config.exclude_modules 'embed_norm'", ["embed_norm"])
+    graph.add_excluded("config.exclude_norm_classes 'LayerNorm'", ["ln"])
+    graph.add_declined([], "unsupported_backend")
+    graph.add_note("to fuse, do this")
+    graph.add_note("to fuse, do this")  # once
+    assert graph.line() == (
+        "graph 0/0 backward: norms 14 found, 12 fused, 2 declined; "
+        "fused: layers.{0..11}.post_attention_layernorm; "
+        "declined (excluded_by_config): embed_norm, layers.0.input_layernorm; "
+        "config.exclude_modules 'embed_norm' matched embed_norm; "
+        "config.exclude_norm_classes 'LayerNorm' matched ln; "
+        "other columns: 1 declined (unsupported_backend 1); to fuse, do this")
+    again = GraphCoverage.decode(graph.encode(), "0/0")
+    assert again.line() == graph.line()
+    assert (again.excluded, again.notes) == (graph.excluded, ["to fuse, do this"])
+
+
 # -- the info line of a compile -----------------------------------------------------------------
 class TwoNorms(torch.nn.Module):
     """A LayerNorm and an RMSNorm after a Linear (so both norms need dx)."""

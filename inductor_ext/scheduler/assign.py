@@ -15,7 +15,9 @@ tried first and, once fused, leaves the other nothing to do. A column that joins
 declined once, against the pair it is really about: the failure of its best legal pair, or
 else its best pair's own reason. A column inside a row reduction that ranks better than
 every row it could join is the swapped view of a pair (a dx-sum seen from its dw, a
-recomputed forward statistic seen from a dw) and is not reported itself.
+recomputed forward statistic seen from a dw) and is not reported itself. On a backend the
+plugin cannot generate for (the C++ CPU backend) nothing joins: each norm's dw/db are
+declined together under the norm's name, the other columns once per graph.
 """
 
 from __future__ import annotations
@@ -154,8 +156,9 @@ def _rowless_norms(unpaired: list[_Column], decided: set[tuple[str, str]]
         M, N = c.col.rnumel, c.col.numel
         if not col_origin.norm or shape_class(M, N) in decided:
             continue
-        out.append(Decline(names=c.col.out_name, M=M, N=N, reason=Reason.NO_ROW_REDUCTION,
-                           detail=_rowless_detail(c, M, N),
+        reason, detail = (legality.backend_reason(c.col.out_node)
+                          or (Reason.NO_ROW_REDUCTION, _rowless_detail(c, M, N)))
+        out.append(Decline(names=c.col.out_name, M=M, N=N, reason=reason, detail=detail,
                            attribution=origin.attribute([], [col_origin])))
     return out
 
@@ -333,6 +336,9 @@ def _declines(rows: list[_Row], columns: list[_Column],
     reported_row_ops: set[str] = set()
     no_shared: dict[tuple[str, str], Decline] = {}
     backend_reported = False
+    # The norms of a graph no group can be generated for (the C++ CPU backend): each one
+    # declined by name, its dw/db together, as a group of it would be elsewhere.
+    backend_norms: dict[str, tuple[_Pair, list[_Column], str]] = {}
     order = sorted(columns, key=lambda c: (min(p.row.rank for p in c.pairs),
                                            c.pairs[0].key(), c.index))
     for c in order:
@@ -343,11 +349,17 @@ def _declines(rows: list[_Row], columns: list[_Column],
                 and own.rank < min(p.row.rank for p in c.pairs)):
             continue  # the swapped view of a pair whose preferred view is reported
         pair, reason, detail = c.failure or (c.pairs[0], c.pairs[0].reason, c.pairs[0].detail)
+        norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
+        backend = legality.backend_reason(c.col.out_node) if norm_column else None
+        if backend is not None:
+            key = origin.of_node(c.col.out_node).key
+            own_pair = next((p for p in c.pairs if _own_row(c, p)), pair)
+            backend_norms.setdefault(key, (own_pair, [], backend[1]))[1].append(c)
+            continue
         if reason == Reason.UNSUPPORTED_BACKEND:
             if backend_reported:
                 continue
             backend_reported = True
-        norm_column = origin.of_node(c.col.out_node).norm  # a norm's dw/db: always named
         if norm_column and not _own_row_among(c):
             # Whatever kept it from the other rows (no common input, or a path through the
             # Linear between: a norm right after a frozen embedding), it had no dx to join.
@@ -362,6 +374,8 @@ def _declines(rows: list[_Row], columns: list[_Column],
         if reason in (Reason.NO_SHARED_INPUT, Reason.NO_ROW_REDUCTION):
             continue  # the row is not what this decline is about
         reported_row_ops |= pair.row.ops
+    for pair, cols, detail in backend_norms.values():
+        declines.append(_backend_decline(pair, cols, detail))
     decided = {shape_class(g.M, g.N) for g in groups} | {shape_class(d.M, d.N)
                                                           for d in declines}
     # Other reductions of a shape that share no input are reported once, and only when
@@ -375,9 +389,27 @@ def _own_row_among(c: _Column) -> bool:
     """Whether a row reduction `c` pairs with is its own norm's (its dx): a norm column
     without one has nothing of its own to join, whichever reason its pairs with other
     norms' rows gave."""
+    return any(_own_row(c, p) for p in c.pairs)
+
+
+def _own_row(c: _Column, pair: _Pair) -> bool:
+    """Whether `pair`'s row reduction is the dx of `c`'s own norm."""
     key = origin.of_node(c.col.out_node).key
-    return any(o.norm and o.key == key for p in c.pairs for s in p.row.node.get_nodes()
+    return any(o.norm and o.key == key for s in pair.row.node.get_nodes()
                if s.is_reduction() for o in [origin.of_node(s)])
+
+
+def _backend_decline(pair: _Pair, cols: list[_Column], detail: str) -> Decline:
+    """One norm on a backend the plugin cannot generate for: its dw/db (`cols`) and, where
+    `pair` is its own, its dx, declined together under the norm's name."""
+    key = origin.of_node(cols[0].col.out_node).key
+    rows = [o for s in pair.row.node.get_nodes() if s.is_reduction()
+            for o in [origin.of_node(s)] if o.norm and o.key == key]
+    attribution = origin.attribute(rows, [origin.of_node(c.col.out_node) for c in cols])
+    names = ", ".join(c.col.out_name for c in cols)
+    return Decline(names=f"{pair.row.name} + [{names}]" if rows else names, M=pair.row.M,
+                   N=pair.row.N, reason=Reason.UNSUPPORTED_BACKEND, detail=detail,
+                   attribution=attribution)
 
 
 def _decline(pair: _Pair, c: _Column, reason: Reason, detail: str) -> Decline:

@@ -237,7 +237,8 @@ def _warn_unmatched_patterns(coverage: GraphCoverage) -> None:
     """Warn, once per pattern, of an opt-out pattern that matches none of the norms of a
     graph that has norms: a name that is not relative to the compiled frame
     ("model.layers.1.*" where `torch.compile(model)` names "layers.1.input_layernorm"),
-    a class name with its module path dropped wrong, a typo."""
+    a part of a class name ("RMSNorm" for LlamaRMSNorm), a typo. A warm FX-graph cache
+    runs no pass, but the patterns are part of its key: the cold compile warned."""
     found = coverage.found
     if not found:
         return
@@ -246,8 +247,11 @@ def _warn_unmatched_patterns(coverage: GraphCoverage) -> None:
     for pattern in ext_config.exclude_modules:
         if any(fnmatch.fnmatchcase(n, pattern) for n in found):
             continue
-        head, _, rest = pattern.partition(".")
-        fits = [n for n in found if rest and fnmatch.fnmatchcase(n, rest)]
+        # The pattern less its first component, where that leaves a name to match: what
+        # matches if the user wrote the compiled module's own name in front.
+        rest = pattern.partition(".")[2]
+        fits = [n for n in found if any(ch.isalnum() for ch in rest)
+                and fnmatch.fnmatchcase(n, rest)]
         hint = (f"; {rest!r} would match {listed(fits, coverage.classes, 80)}" if fits
                 else "")
         warn_once(f"unmatched exclude_modules {pattern}",
