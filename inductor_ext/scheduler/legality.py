@@ -395,7 +395,7 @@ def backend_reason(inner: BaseSchedulerNode) -> tuple[Reason, str] | None:
     if detail:
         return Reason.UNSUPPORTED_BACKEND, detail
     if compat.triton_scheduling_of(backend) is None:
-        if device.type == "cpu":
+        if _cpp_cpu(device, backend):
             return (Reason.UNSUPPORTED_BACKEND,
                     f"{type(backend).__name__}: Inductor's C++ CPU backend generates this "
                     f"graph, the plugin fuses only kernels generated as Triton; {CPU_ADVICE}")
@@ -411,9 +411,14 @@ def backend_advice(nodes: Sequence[BaseSchedulerNode]) -> str:
     if sched is None:
         return ""
     devices = {node.get_device() for node in nodes if node.is_reduction()} - {None}
-    return CPU_ADVICE if any(
-        d.type == "cpu" and compat.triton_scheduling_of(sched.get_backend(d)) is None
-        for d in devices if d is not None) else ""
+    return CPU_ADVICE if any(_cpp_cpu(d, sched.get_backend(d))
+                             for d in devices if d is not None) else ""
+
+
+def _cpp_cpu(device: torch.device, backend: object) -> bool:
+    """Whether `backend` generates `device`'s kernels as Inductor's C++ CPU backend does:
+    a CPU whose scheduling has no Triton one."""
+    return device.type == "cpu" and compat.triton_scheduling_of(backend) is None
 
 
 def unsupported_backends(nodes: Sequence[BaseSchedulerNode]) -> list[str]:
