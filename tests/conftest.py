@@ -24,6 +24,23 @@ from inductor_ext.interpreter import cpu_interpret  # noqa: E402
 from tests.support.tables import TABLES  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the slow tier (tests marked slow: further variants of "
+                          "checks the default run makes once)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --slow, tests marked slow are skipped with a reason that names the option."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow tier: `pytest --slow` runs it (CONTRIBUTING.md, "
+                                   "\"Test tiers\")")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def interp():
     """CPU interpreter on, a clean dynamo state and zeroed counters."""

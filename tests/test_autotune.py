@@ -344,8 +344,12 @@ def test_the_wave_filter_counts_each_configs_own_programs():
     assert [autotune.launched_programs(launcher, plan) for launcher in kept] == [396]
 
 
-@pytest.mark.parametrize("norm", ["rms", "ln"])
-@pytest.mark.parametrize("generated", [True, False], ids=["generated_final", "aten_final"])
+@pytest.mark.parametrize("generated,norm", [
+    # Each final step and each norm once by default; the other two, the slow tier.
+    pytest.param(generated, norm, id=f"{'generated' if generated else 'aten'}_final-{norm}",
+                 marks=() if (generated, norm) in {(True, "rms"), (False, "ln")}
+                 else pytest.mark.slow)
+    for generated in (True, False) for norm in ("rms", "ln")])
 def test_fewer_programs_leave_workspace_rows_the_final_step_skips(cuda_knobs, plugin,
                                                                   monkeypatch, norm, generated):
     """The interpreter runs the first config: with the fewest-program configs put first,

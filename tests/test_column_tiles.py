@@ -208,9 +208,14 @@ def _grouped_kernel(norm, M: int, N: int, dtype: torch.dtype) -> tuple[str, list
     return fused, params
 
 
-@pytest.mark.parametrize("row_sum_loop", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("norm", [layer_norm, rms_norm], ids=["ln", "rms"])
+@pytest.mark.parametrize("norm,dtype,row_sum_loop", [
+    # Each norm, dtype and row-sum form once by default; the other four, the slow tier.
+    pytest.param(norm, dtype, loop, id=f"{name}-{str(dtype)[6:]}-{loop}",
+                 marks=() if (name, dtype, loop) in {("ln", torch.float32, True),
+                                                     ("rms", torch.bfloat16, False)}
+                 else pytest.mark.slow)
+    for name, norm in (("ln", layer_norm), ("rms", rms_norm))
+    for dtype in (torch.float32, torch.bfloat16) for loop in (True, False)])
 def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_sum_loop):
     """Two column groups over 8 tiles of 64 (the last one partial at N=500, 75 rows): each
     program sums the whole row, starting past its own 4 tiles, then writes dx and keeps
@@ -237,7 +242,8 @@ def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_
 
 
 @pytest.mark.parametrize("groups,N,dtype", [
-    (4, 500, torch.float32),  # 4 groups of 2 tiles (LayerNorm at N=65536 on the H100)
+    # 4 groups of 2 tiles (LayerNorm at N=65536 on the H100)
+    pytest.param(4, 500, torch.float32, marks=pytest.mark.slow),
     (3, 560, torch.bfloat16),  # 3 groups of 3, the last tile partial (N=18432: 9 of 2048)
 ])
 def test_more_column_groups(plugin, cuda_knobs, groups, N, dtype):
@@ -566,7 +572,7 @@ def test_odd_16bit_rows_read_as_whole_vectors(M, N, es, columns, aligned):
 
 @pytest.mark.parametrize("op, M, N, dtype, wdtype", [
     ("rms", 37, 2051, torch.bfloat16, torch.bfloat16),  # every program's shift differs
-    ("rms", 24, 2113, torch.float16, torch.float16),
+    pytest.param("rms", 24, 2113, torch.float16, torch.float16, marks=pytest.mark.slow),
     ("ln", 29, 2053, torch.bfloat16, torch.bfloat16),
 ])
 def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, dtype,

@@ -29,6 +29,10 @@ from tests.support.golden import compare_or_record, recording
 from tests.support.reference import autograd_grads
 from tests.support.tuning import tuned
 
+#: CI runs this module on every torch it tests: its assertions read the text Inductor
+#: generates (.ci/run's torch 2.15 stage: `-m "slow or inductor_text"`).
+pytestmark = pytest.mark.inductor_text
+
 
 def fused_kernel_texts(codes: list[str]) -> list[str]:
     """Every Triton kernel of the compiled modules that carries our plan or reads our

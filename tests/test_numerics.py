@@ -176,16 +176,17 @@ def test_column_tiled_rows_that_divide_the_tile(plugin, flavor):
         _check_norm(rms_norm, x, [w])
 
 
+@pytest.mark.parametrize("flavor", ["cuda"], indirect=True)  # the CUDA flavor's own tiles
 @pytest.mark.parametrize("N", [300, 256])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_cuda_register_tiled_layer_norm(plugin, cuda_knobs, N, dtype):
+def test_cuda_register_tiled_layer_norm(plugin, cuda_knobs, flavor, N, dtype):
     """Rows beyond max_persistent_n on the CUDA flavor: unrolled column tiles (masked last
     tile at N=300, exact at 256) with the dw and db partials in registers."""
     cuda_knobs(register_tile=64)
     x = torch.randn(80, N, dtype=dtype, requires_grad=True)
     w = torch.randn(N, dtype=dtype, requires_grad=True)
     b = torch.randn(N, dtype=dtype, requires_grad=True)
-    with inductor_ext.config.patch(max_persistent_n=64, target="cuda"):
+    with inductor_ext.config.patch(max_persistent_n=64):
         _check_norm(layer_norm, x, [w, b])
 
 

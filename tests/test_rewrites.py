@@ -20,6 +20,10 @@ from tests.support.reference import (
     rms_norm,
 )
 
+#: CI runs this module on every torch it tests: its assertions read the text Inductor
+#: generates (.ci/run's torch 2.15 stage: `-m "slow or inductor_text"`).
+pytestmark = pytest.mark.inductor_text
+
 
 def _compile_norm(norm, M: int, N: int, **options) -> str:
     """Compile and check a norm's backward; returns the generated code."""
@@ -137,6 +141,52 @@ def test_no_rewrite_misses(plugin, cuda_knobs, case):
     if case is register_tiled:  # all four of the column-tile rewrites in one kernel
         assert {"unroll_column_loops", "chunk_row_sums", "stream_row_stores",
                 "unpin_row_loads"} <= set(rewrites.applied())
+
+
+def test_a_scalar_argument_keeps_the_row_loads_double_buffered(plugin, cuda_knobs):
+    """A 0-d tensor Inductor passes by value (here the loss's gradient, on the CPU) is
+    loaded as `tmpN = in_ptrK`: loop-invariant, it stays in the loop and the row loads
+    are still issued a block ahead (it once left them single-buffered, a counted miss)."""
+    cuda_knobs(prefetch_min_n=1, prefetch_min_rows=1)
+    rewrites.reset()
+    x = torch.randn(48, 64, requires_grad=True)
+    w = torch.randn(64, requires_grad=True)
+
+    def fn(x, w):
+        return torch.autograd.grad(rms_norm(x, w).pow(2).sum(), [x, w])
+
+    with inductor_ext.config.patch(target="cuda"):
+        got, codes = run_and_get_code(torch.compile(fn), x, w)
+    assert_close(list(got), float64_grads(lambda x, w: rms_norm(x, w).pow(2).sum(), [x, w],
+                                          torch.tensor(1.0)), names=["dx", "dw"])
+    fused = next(src for code in codes for src in code.split("async_compile.triton(")[1:]
+                 if "for xoffset in" in src)
+    lines = [line.strip() for line in fused.splitlines()]
+    scalar = next(line for line in lines if line.startswith("tmp") and line.endswith(
+        " = in_ptr0"))
+    assert "_pf = tl.load(" in fused and f"{scalar.split()[0]}_pf" not in fused
+    assert rewrites.missed() == {} and rewrites.applied()["prefetch_next_block"] == 1
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_a_decoder_misses_no_rewrite(plugin, cuda_knobs, name):
+    """A whole transformers decoder (2 layers, embedding to loss) on the CUDA flavor with
+    double buffering and our autotuner on every fused kernel: every norm fused, the
+    gradients float64's, and no rewrite of Inductor's text missed (a miss would leave a
+    kernel slower, silently but for a warning)."""
+    from tests.support import models
+
+    cuda_knobs(prefetch_min_n=1, prefetch_min_rows=1, autotune_on_cpu=True)
+    rewrites.reset()
+    work = models.build(name)
+    ref = models.grads(work.copy(torch.float64))
+    with inductor_ext.config.patch(target="cuda"):
+        got = models.grads(work, torch.compile(work.model))
+    keys = sorted(ref)
+    assert_close([got[k] for k in keys], [ref[k] for k in keys], names=keys)
+    assert inductor_ext.metrics.norms["found"] == inductor_ext.metrics.norms["fused"] >= 3
+    assert rewrites.missed() == {}
+    assert {"prefetch_next_block", "autotune_decorator"} <= set(rewrites.applied())
 
 
 class _Records(logging.Handler):

@@ -19,6 +19,9 @@ from .flavor import TargetFlavor
 
 _ASSIGN = re.compile(r"^(\w+) = ")
 _LOAD = re.compile(r"^(tmp\d+) = (tl\.load\(.*)$")
+#: A 0-d tensor Inductor passes by value (a CPU scalar beside device tensors): the load of
+#: it is the argument itself, `tmpN = in_ptrK`, the same for every row block.
+_SCALAR_ARGUMENT = re.compile(r"^tmp\d+ = in_ptr\d+$")
 _TMP = re.compile(r"\btmp\d+\b")
 
 
@@ -34,7 +37,8 @@ class RowLoads:
 
 def split_loads(indexing: str, loads: str) -> RowLoads | None:
     """The loads that depend on the row block, if every load is a plain one-line
-    `tmpN = tl.load(...)` of index variables only; None leaves the loop as it is."""
+    `tmpN = tl.load(...)` of index variables only (or a scalar argument's `tmpN = in_ptrK`,
+    loop-invariant); None leaves the loop as it is."""
     index_names = {"xindex", "xmask", "xoffset"}
     for line in indexing.splitlines():
         match = _ASSIGN.match(line.strip())
@@ -43,6 +47,9 @@ def split_loads(indexing: str, loads: str) -> RowLoads | None:
         index_names.add(match.group(1))
     row_loads, other_loads, variables = [], [], []
     for line in filter(None, (ln.strip() for ln in loads.splitlines())):
+        if _SCALAR_ARGUMENT.match(line):
+            other_loads.append(line)
+            continue
         match = _LOAD.match(line)
         if match is None or _TMP.search(match.group(2)):
             return None

@@ -7,7 +7,8 @@ For every norm-backward case (RMSNorm, LayerNorm with and without bias; fp32, bf
 N in 128 ... 8192, long rows column-tiled, and 12288 / 16384 asserted to plan as 8192;
 odd and even M) and every norm backward of a
 2-layer Llama, GPT-2, Qwen3 and Mistral training step (transformers configs; models on
-910B3 only, --quick keeps Qwen3 and Mistral), on one SoC per (vector cores, UB) class of
+910B3 only, --quick keeps Qwen3, Mistral and DiT; --smoke, two cases and Qwen3 on the
+910B3 alone), on one SoC per (vector cores, UB) class of
 tests/support/npu_socs.py (SOCS: Ascend910B1, Ascend910B3, Ascend950; each in its own
 process and emulation session). A class that differs from a fully checked one only in
 vector cores (the 48-core A2/A3 SoCs vs the 910B3) runs core_count_cases() only, unless
@@ -95,6 +96,11 @@ MODELS = ("llama", "gpt2", "qwen3", "mistral", "dit")
 #: The models --quick keeps (about a minute each): the per-head q/k norms (several row
 #: axes) and a plain decoder (Mistral: Llama's norms, sliding-window attention config).
 QUICK_MODELS = ("qwen3", "mistral", "dit")
+#: --smoke (CI's check of the older paired releases): a persistent and a column-tiled row,
+#: the per-head q/k norms of Qwen3, on the calibrated SoC only (about 3 minutes).
+SMOKE_CASES = ("rms-bf16-N768-", "ln-bf16-N8192-")
+SMOKE_MODELS = ("qwen3",)
+SMOKE_SOCS = ("Ascend910B3",)
 #: SoCs the models run on (each model compile takes a minute in the emulation).
 MODEL_SOCS = ("Ascend910B3",)
 #: Norm backwards each model must fuse (Llama: 2 RMSNorms per layer + the final one, one
@@ -594,12 +600,15 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=1,
                     help="parallel bishengir-compile runs per SoC")
-    ap.add_argument("--socs", default=",".join(SOCS))
+    ap.add_argument("--socs", help=f"comma-separated (default: {','.join(SOCS)})")
     ap.add_argument("--serial", action="store_true",
                     help="the SoCs one after the other in this process (default: one "
                          "process per SoC, side by side)")
     ap.add_argument("--quick", action="store_true",
                     help=f"a few cases and the models {', '.join(QUICK_MODELS)}")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"cases {', '.join(c.rstrip('-') for c in SMOKE_CASES)}, the model "
+                         f"{', '.join(SMOKE_MODELS)}, on {', '.join(SMOKE_SOCS)} unless --socs")
     ap.add_argument("--only", help="cases (and models) whose name contains this")
     ap.add_argument("--all-cases", action="store_true",
                     help="the whole case list on every SoC, core-count-only classes too")
@@ -626,10 +635,14 @@ def main() -> int:
     if args.quick:
         cases = [c for c in cases if c[2] in (768, 8192) and c[1] == "bf16"]
         models = QUICK_MODELS
+    if args.smoke:
+        cases = [c for c in cases if "{}-{}-N{}-M{}".format(*c).startswith(SMOKE_CASES)]
+        models = SMOKE_MODELS
+        args.socs = args.socs or ",".join(SMOKE_SOCS)
     if args.only:
         cases = [c for c in cases if args.only in "{}-{}-N{}-M{}".format(*c)]
         models = tuple(m for m in models if args.only in f"{m}-2layer")
-    socs = [s for s in args.socs.split(",") if s]
+    socs = [s for s in (args.socs or ",".join(SOCS)).split(",") if s]
     start = time.perf_counter()
     work = tempfile.TemporaryDirectory(prefix="check_npu_", ignore_cleanup_errors=True)
     workdir = work.name
@@ -673,6 +686,7 @@ def _run_side_by_side(socs: list[str], workdir: str, args: argparse.Namespace
     """One worker process per SoC (an emulation session each, on the machine's cores);
     the first SoC's also runs the negative control."""
     passthrough = ["--workers", str(args.workers), *(["--quick"] if args.quick else []),
+                   *(["--smoke"] if args.smoke else []),
                    *(["--all-cases"] if args.all_cases else []),
                    *(["--only", args.only] if args.only else [])]
     procs = []

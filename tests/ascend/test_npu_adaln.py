@@ -93,7 +93,8 @@ def _segmented_kernel(seen, B: int):
     (2, 13, 128, torch.float32, False),    # odd T, a short last block
     (3, 11, 768, torch.bfloat16, False),
     (2, 64, 256, torch.float32, False),    # several programs per sample
-    (2, 9, 8192, torch.float32, True),     # N = 8192 is column-tiled on the 910B3 (UB)
+    pytest.param(2, 9, 8192, torch.float32, True,  # N = 8192 is column-tiled on the 910B3
+                 marks=pytest.mark.slow),
     (2, 9, 8192, torch.bfloat16, True),
     (48, 16, 128, torch.float32, False),   # B above the 40 vector cores: several waves
 ], ids=["2x13x128-fp32", "3x11x768-bf16", "2x64x256-fp32", "2x9x8192-fp32-tiled",
@@ -132,7 +133,8 @@ def test_sequence_first_layout_falls_back(kernels):
     _check_numerics(got, [x, scale, shift], dy)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", [pytest.param(torch.float32, marks=pytest.mark.slow),
+                                   torch.bfloat16], ids=["fp32", "bf16"])
 def test_dit_block_fuses_every_modulated_norm(kernels, dtype):
     """A 2-block DiT (tests/support/models.py): every norm with a dx fuses on torch_npu's
     class, the modulated ones with their per-sample d(scale) / d(shift) (and d(gate) where

@@ -329,6 +329,7 @@ def _structure(shape: ShapeInfo) -> tuple[int, int]:
 
 
 @needs_emulation
+@pytest.mark.slow  # test_npu_cost_models.py's small step declines every norm by default
 def test_tiny_qwen3_declines_every_norm_with_the_three_times(kernels, tables, shapes):
     """The 2-layer Qwen3 of test_npu_qk_norms (hidden 64, 32 tokens) with default options:
     every norm backward is a few rows on one or two programs, launch-bound, and the model

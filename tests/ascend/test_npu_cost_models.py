@@ -86,7 +86,9 @@ def llama() -> torch.nn.Module:
     return model.to(torch.bfloat16).train()
 
 
-@pytest.fixture(scope="module", params=SOCS)
+# Ascend950 compiles the steps in the slow tier; its decisions are test_npu_cost.py's.
+@pytest.fixture(scope="module", params=[SOCS[0], *(pytest.param(s, marks=pytest.mark.slow)
+                                                  for s in SOCS[1:])])
 def npu(request: pytest.FixtureRequest) -> Iterator[str]:
     """One emulated session per SoC class (overrides conftest's 910B3-only fixture, which
     `kernels` builds on); yields the SoC's name."""

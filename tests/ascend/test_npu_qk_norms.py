@@ -165,6 +165,7 @@ def test_per_head_kernel_lowers_and_fits_the_ub(kernels):
             assert plan.ok and plan.high_water <= ub_plan.UB_BYTES["910B3"], (cfg, plan)
 
 
+@pytest.mark.slow  # check_npu.py's qwen3-2layer compiles the same step in CI
 def test_qwen3_two_layer_step_fuses_every_norm(kernels, norm_views):
     """One training step of a 2-layer Qwen3 (transformers config): every norm backward
     fused on torch_npu's class, q/k norms included; gradients as eager fp32's; the
