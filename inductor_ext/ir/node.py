@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import sympy
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from ..coverage import GraphCoverage
+from ..plan.types import LaunchPlan, ShapeInfo
 from .attribution import Attribution
 from .column import ColumnReduction
 
@@ -33,7 +33,7 @@ class MixOrderNode(FusedSchedulerNode):
 
     def __init__(self, scheduler: Scheduler, inner: BaseSchedulerNode,
                  columns: list[ColumnReduction], M: sympy.Expr, N: sympy.Expr,
-                 plan: Any, shape: Any, attribution: Attribution | None = None,
+                 plan: LaunchPlan, shape: ShapeInfo, attribution: Attribution | None = None,
                  coverage: GraphCoverage | None = None) -> None:
         absorbed = [n for col in columns for n in col.absorbed]
         casts = [col.cast for col in columns if col.cast is not None]
@@ -42,8 +42,9 @@ class MixOrderNode(FusedSchedulerNode):
         self.columns = columns
         self.M = M
         self.N = N
+        #: The target's launch plan, typed from the hook to the runtime (its inductor_meta).
         self.plan = plan
-        self.shape = shape  # ShapeInfo the plan was made from (bytes, dtypes, device)
+        self.shape = shape  # the shape the plan was made from (bytes, dtypes, device)
         #: The cost model's verdict (a fused group the model declines: under always_fuse).
         self.verdict = Verdict()
         self.group = inner.group

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from ..coverage import GraphCoverage
 from ..ir.node import MixOrderNode, Verdict
+from ..plan.types import LaunchPlan, ShapeInfo
 from .match import Candidate
 
 
@@ -21,7 +22,7 @@ def _regroup(sched: Scheduler, members: list[BaseSchedulerNode]) -> BaseSchedule
 
 
 def convert(sched: Scheduler, nodes: Sequence[BaseSchedulerNode], cand: Candidate,
-            plan: object, shape: object, verdict: Verdict | None = None,
+            plan: LaunchPlan, shape: ShapeInfo, verdict: Verdict | None = None,
             coverage: GraphCoverage | None = None) -> list[BaseSchedulerNode]:
     """Return a new node list where the candidate's inner node and the column reductions
     are one MixOrderNode; leftovers of partly absorbed fused nodes stay as their own nodes."""
