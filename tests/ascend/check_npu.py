@@ -202,6 +202,12 @@ class Kernel:
 # ---------------------------------------------------------------------------------------
 
 
+def case_name(case: tuple[str, str, int, int]) -> str:
+    """A case's name in the lines and filters: `op-dtype-N<N>-M<M>`."""
+    op, dname, N, M = case
+    return f"{op}-{dname}-N{N}-M{M}"
+
+
 def norm_cases() -> list[tuple[str, str, int, int]]:
     """(op, dtype, N, M): every op x dtype x N, M alternating odd (33) and even (64)."""
     out = []
@@ -456,8 +462,7 @@ def run_soc(soc: str, cases: list[tuple[str, str, int, int]], models: tuple[str,
             emu.npu_emulation(soc=soc), \
             torch._inductor.config.patch(inductor_ext.options()), \
             inductor_ext.config.patch(always_fuse=True):
-        jobs: list[tuple[str, Any]] = [(f"{op}-{d}-N{n}-M{m}", (op, d, n, m))
-                                       for op, d, n, m in cases]
+        jobs: list[tuple[str, Any]] = [(case_name(c), c) for c in cases]
         jobs += [(f"{name}-2layer", name) for name in models]
         for case, spec in jobs:
             torch._dynamo.reset()
@@ -638,11 +643,11 @@ def main() -> int:
         cases = [c for c in cases if c[2] in (768, 8192) and c[1] == "bf16"]
         models = QUICK_MODELS
     if args.smoke:
-        cases = [c for c in cases if "{}-{}-N{}-M{}".format(*c).startswith(SMOKE_CASES)]
+        cases = [c for c in cases if case_name(c).startswith(SMOKE_CASES)]
         models = SMOKE_MODELS
         args.socs = args.socs or ",".join(SMOKE_SOCS)
     if args.only:
-        cases = [c for c in cases if args.only in "{}-{}-N{}-M{}".format(*c)]
+        cases = [c for c in cases if args.only in case_name(c)]
         models = tuple(m for m in models if args.only in f"{m}-2layer")
     socs = [s for s in (args.socs or ",".join(SOCS)).split(",") if s]
     start = time.perf_counter()
