@@ -2,7 +2,9 @@
 
 A refactor that means to change no behaviour must leave every kernel we emit as it was:
 one case per kind of kernel (CUDA and Ascend flavor; RMSNorm and LayerNorm; looped column
-tiles, register tiles, column groups, segments, column strips, every partial kind).
+tiles, register tiles, column groups, segments, column strips, every partial kind; CUDA's
+L2 prefetch hint, autotuned row-program counts, aligned odd 16-bit rows and Hopper's
+programmatic dependent launch).
 Inductor's text differs between torch releases, so each minor version has its own
 recording under tests/golden/torch-<major.minor>/ (tests/support/golden.py); the torch_npu
 emulation's cases live in tests/ascend/test_npu_generated_text.py.
@@ -16,15 +18,20 @@ and the diff of tests/golden/ shows what changed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import traceback
 from collections.abc import Callable, Iterator
 from unittest import mock
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._inductor.graph import GraphLowering
 from torch._inductor.utils import run_and_get_code
 
 import inductor_ext
+from inductor_ext.plan import assume_device
+from tests.support.fused_kernels import INTERPRETER
 from tests.support.golden import compare_or_record, recording
 from tests.support.reference import autograd_grads
 from tests.support.tuning import tuned
@@ -114,6 +121,17 @@ def _rows_split(target: str, M: int, N: int, pieces: int) -> Iterator[None]:
         yield
 
 
+#: The interpreter's CPU planned like an sm_90 device (as tests/test_final_step.py does):
+#: the plan asks for programmatic dependent launch of the final step.
+_HOPPER_CPU = dataclasses.replace(INTERPRETER, capability=(9, 0))
+
+
+@contextlib.contextmanager
+def _on_hopper(target: str) -> Iterator[None]:
+    with _knobs(target), assume_device(_HOPPER_CPU):
+        yield
+
+
 #: case -> (inputs' builder, context: target, config and tuning knobs)
 Build = Callable[[], tuple[Callable, list]]
 Context = Callable[[], contextlib.AbstractContextManager]
@@ -142,6 +160,20 @@ CASES: dict[str, tuple[Build, Context]] = {
     # (x + y).sum(-1) with y transposed, its rows split into 4 pieces: x.sum(0) walks them
     "cuda-column-strip": (lambda: _transposed_sum_pair(48, 64),
                           lambda: _rows_split("cuda", 48, 64, 4)),
+    # M=256: with `low_residency_r0_block` at the 64-column tile, the configs are timed at
+    # fewer row-program counts too (RPROGRAMS); the row loads, not double-buffered, carry
+    # the L2 hint
+    "cuda-rms-autotuned-l2-prefetch": (
+        lambda: _norm_backward(_rms, 256, 40, torch.float32, 1),
+        lambda: _knobs("cuda", autotune_on_cpu=True, low_residency_r0_block=64,
+                       l2_prefetch_on_cpu=True)),
+    # bf16 rows of odd N, one row a program: each shifted to a 16-byte vector boundary
+    "cuda-rms-aligned-rows-bf16": (lambda: _norm_backward(_rms, 8, 41, torch.bfloat16, 1),
+                                   lambda: _knobs("cuda", aligned_row_min_n=41,
+                                                  aligned_row_min_rows_per_column=0)),
+    # Not run to the end: see _STOPS_AT
+    "cuda-rms-final-step-pdl": (lambda: _norm_backward(_rms, 64, 40, torch.float32, 1),
+                                lambda: _on_hopper("cuda")),
     "ascend-rms-fp32": (lambda: _norm_backward(_rms, 64, 40, torch.float32, 1),
                         lambda: _knobs("ascend")),
     "ascend-ln-bf16": (lambda: _norm_backward(_ln, 64, 300, torch.bfloat16, 2),
@@ -155,10 +187,44 @@ CASES: dict[str, tuple[Build, Context]] = {
 }
 
 
+#: Cases whose kernels the interpreter cannot run to their end -> the statement it stops at.
+#: PDL's `tl.extra.cuda.gdc_launch_dependents()` / `gdc_wait()` are PTX (griddepcontrol)
+#: that Triton's interpreter does not run (it binds no semantic to tl.extra.cuda's
+#: functions, and refuses inline asm). Inductor still generates and loads the module, and
+#: the fused kernel's first program runs its row loop up to the trigger after it; the
+#: final step (its `gdc_wait()` first) never runs, and no value is checked. The recorded
+#: text is the generated code as is.
+_STOPS_AT = {"cuda-rms-final-step-pdl": "tl.extra.cuda.gdc_"}
+
+
+def _codes_until_stopped(fn: Callable, inputs: list, statement: str) -> list[str]:
+    """`run_and_get_code`'s codes of fn(*inputs), which must fail in the interpreter at a
+    kernel line holding `statement`."""
+    codes: list[str] = []
+    torch._dynamo.reset()
+    with mock.patch.object(GraphLowering, "save_output_code", codes.append), \
+            pytest.raises(Exception) as err:
+        fn(*inputs)
+    failed: list[str] = []
+    chain: BaseException | None = err.value
+    while chain is not None:
+        failed += [frame.line or "" for frame in traceback.extract_tb(chain.__traceback__)]
+        chain = chain.__cause__ or chain.__context__
+    assert any(statement in line for line in failed), err.value
+    return list(dict.fromkeys(codes))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_generated_text_is_unchanged(plugin, case):
     build, context = CASES[case]
     fn, inputs = build()
     with context():
-        _, codes = run_and_get_code(torch.compile(fn, dynamic=False), *inputs)
-    compare_or_record(recording("torch"), case, fused_kernel_texts(codes))
+        compiled = torch.compile(fn, dynamic=False)
+        if case in _STOPS_AT:
+            codes = _codes_until_stopped(compiled, inputs, _STOPS_AT[case])
+        else:
+            _, codes = run_and_get_code(compiled, *inputs)
+    texts = fused_kernel_texts(codes)
+    # One kernel a module: the final step's module takes only the main one's imports.
+    assert [text.count("@triton.jit") for text in texts] == [1] * len(texts)
+    compare_or_record(recording("torch"), case, texts)

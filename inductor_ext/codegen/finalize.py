@@ -10,6 +10,7 @@ the ATen step.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -46,6 +47,13 @@ def runs_generated(plan: LaunchPlan, out_names: list[str]) -> bool:
     return plan.final_step is not None and all(_output_ok(name) for name in out_names)
 
 
+def _module_header(main_src: str) -> str:
+    """The main kernel module's imports: everything before its first decorator line,
+    whichever decorator it carries (Inductor's, or ours once autotuned)."""
+    decorator = re.search(r"^@", main_src, re.MULTILINE)
+    return main_src[:decorator.start() if decorator else len(main_src)].rstrip()
+
+
 def source(kernel: MixOrderKernelBase, main_src: str,
            block: FinalizeBlock) -> tuple[str, dict[str, Any]]:
     """(kernel source, triton_meta): the main kernel's module header, then our decorator
@@ -55,7 +63,7 @@ def source(kernel: MixOrderKernelBase, main_src: str,
     N = kernel.row_length
     ws = kernel.workspace
     assert ws is not None
-    header = main_src.split("@triton_heuristics.")[0].rstrip()
+    header = _module_header(main_src)
     out_dtypes = [V.graph.get_dtype(p.out_name) for p in kernel.partials]
     acc_dtype = kernel.plan.accumulator_dtype
     signature = {"ws_ptr": triton_pointer_type(acc_dtype)}
