@@ -1,7 +1,8 @@
 """`python -m inductor_ext`: the version, or an environment check to paste into a bug report.
 
     python -m inductor_ext --version   the package's version
-    python -m inductor_ext [--env]     versions (Python, torch, Triton, torch_npu, transformers),
+    python -m inductor_ext [--env]     versions (Python, torch, Triton, the targets' vendor
+                                       packages, transformers),
                                        which target each available device gets, upstream's
                                        mix-order reduction, the options in effect, on / off
     python -m inductor_ext --check [--csv FILE] [--device DEV] [--quick] [--always-fuse]
@@ -10,20 +11,18 @@
                                        times (inductor_ext/devcheck.py)
 
 Nothing here changes a setting for good (--check patches options per compile and puts them
-back). torch_npu is imported only when it is installed and a child process imported it
-cleanly first: without CANN its import can fail hard, and the check must still print
-everything else.
+back). A target's vendor package (targets.VENDOR_PACKAGES) is imported only when it is
+installed and a child process imported it cleanly first: its import can fail hard (an NPU's
+without its driver libraries), and the check must still print everything else.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.metadata
 import importlib.util
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -31,10 +30,7 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 
-from . import __version__, compat, config, devcheck, envvars, plan, plugin
-
-#: How long the child process may take to import torch_npu (CANN's first load is slow).
-NPU_PROBE_TIMEOUT_S = 120
+from . import __version__, compat, config, devcheck, envvars, plan, plugin, targets
 
 
 def _dist_version(*names: str) -> str | None:
@@ -64,40 +60,6 @@ def _triton_lines() -> Iterator[str]:
         yield f"  TRITON_INTERPRET={interpret} (kernels run in the Triton interpreter)"
 
 
-def _probe_torch_npu() -> tuple[bool, str]:
-    """(importable, detail): whether `import torch_npu` works, tried in a child process so
-    that a hard failure (missing CANN libraries, an abort) cannot take this one down."""
-    if "torch_npu" in sys.modules:
-        return True, "already imported"
-    if importlib.util.find_spec("torch_npu") is None:
-        return False, "not installed"
-    try:
-        res = subprocess.run([sys.executable, "-c", "import torch_npu"], capture_output=True,
-                             text=True, timeout=NPU_PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return False, f"installed, but importing it took over {NPU_PROBE_TIMEOUT_S} s"
-    if res.returncode != 0:
-        last = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
-        return False, f"installed, but its import fails: {last}"
-    return True, "importable"
-
-
-def _torch_npu_lines() -> Iterator[str]:
-    importable, detail = _probe_torch_npu()
-    version = _dist_version("torch_npu", "torch-npu")
-    if not importable:
-        yield f"torch_npu: {detail}" + (f" (version {version})" if version else "")
-        return
-    try:
-        import torch_npu  # noqa: F401  (registers the npu device and its Inductor backend)
-    except Exception as exc:
-        yield f"torch_npu: {version or '?'}, import failed here ({type(exc).__name__}: {exc})"
-        return
-    backend = os.environ.get("TORCHINDUCTOR_NPU_BACKEND", "default")
-    yield f"torch_npu: {getattr(torch_npu, '__version__', version)} " \
-          f"(TORCHINDUCTOR_NPU_BACKEND={backend})"
-
-
 def _device_lines() -> Iterator[str]:
     """Which target each available device type gets under the configured `target`; the
     device types are CPU and those the registered targets name (no target is named here)."""
@@ -123,7 +85,7 @@ def _device_lines() -> Iterator[str]:
                f"(recorded as unsupported_backend); it acts on CPU only in Triton's "
                f"interpreter, {how}, as the tests and the demo run")
     for device_type in types[1:]:
-        module: Any = getattr(torch, device_type, None)  # torch.npu: torch_npu's, untyped
+        module: Any = getattr(torch, device_type, None)  # a vendor's module (torch.npu): untyped
         if module is None:
             yield f"{device_type}: not available (no torch.{device_type})"
             continue
@@ -200,7 +162,8 @@ def environment() -> list[str]:
         f"{'supported' if supported else 'NOT supported'}: "
         f"{lo[0]}.{lo[1]}-{hi[0]}.{hi[1]})",
         *_triton_lines(),
-        *_torch_npu_lines(),
+        *(line for package in targets.VENDOR_PACKAGES
+          for line in package.environment_lines()),
         f"transformers: {_dist_version('transformers') or 'not installed'} (optional)",
         "devices:",
         *(f"  {line}" for line in _device_lines()),
@@ -212,18 +175,10 @@ def environment() -> list[str]:
     return lines
 
 
-def _import_torch_npu_if_safe() -> None:
-    """Load torch_npu (it registers the npu device) when a child process imported it
-    cleanly: without CANN its import can abort this process."""
-    if "torch_npu" in sys.modules or not _probe_torch_npu()[0]:
-        return
-    with contextlib.suppress(Exception):
-        import torch_npu  # noqa: F401
-
-
 def _check(args: argparse.Namespace) -> int:
-    if args.device is None or args.device.startswith("npu"):
-        _import_torch_npu_if_safe()
+    for package in targets.VENDOR_PACKAGES:
+        if args.device is None or args.device.startswith(package.device_type):
+            package.load_if_safe()
     return devcheck.command(args.device, args.csv, quick=args.quick,
                             always_fuse=args.always_fuse)
 

@@ -1,15 +1,15 @@
-"""Where the Inductor versions we support (torch 2.11 - 2.15) and torch_npu's differ, and the
-Inductor names the package uses.
+"""Where the Inductor versions we support (torch 2.11 - 2.15) differ, and the Inductor names
+the package uses.
 
-The rest of the package imports Inductor internals through this module, with two
-exceptions: targets/ascend/rms_norm_decomp.py imports Inductor's decomposition and lowering
-tables inside the functions that edit them, and __main__.py reads Inductor's config to
-report it. So a new torch release means reading this file and those two. torch_npu's
-Inductor modules are reached here as well, but for two reads in targets/ascend (npu.py
-reads its config, kernel.py imports its kernel features). It holds seams and the version
-shims behind them, not features: what is built on them lives with its user (ir/unsplit.py
-records split reductions through `after_split_reduction`, cache_hits.py logs FX-cache
-hits through `after_fx_cache_hit`).
+The package imports Inductor internals through this module, with two exceptions:
+targets/ascend/rms_norm_decomp.py imports Inductor's decomposition and lowering tables
+inside the functions that edit them, and __main__.py reads Inductor's config to report it.
+So a new torch release means reading this file and those two. A vendor's Inductor backend
+differs by its own releases: those seams live in its target's folder (targets/ascend/
+has its own). This module holds seams and the version shims behind
+them, not features: what is built on them lives with its user (ir/unsplit.py records split
+reductions through `after_split_reduction`, cache_hits.py logs FX-cache hits through
+`after_fx_cache_hit`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -359,9 +358,10 @@ def reduction_type_of(snode: SchedulerNode) -> str | None:
 def reduction_hint_name(snode: SchedulerNode) -> str:
     """Inductor's ReductionHint name of a reduction node ('' if none).
 
-    torch_npu's `Reduction.num_splits` calls every reduction that is not a full one
-    DEFAULT, which leaves the matcher no way to tell a row reduction over contiguous
-    elements from a column reduction. For nodes grouped by torch_npu (NumelList groups)
+    A vendor's `Reduction.num_splits` may call every reduction that is not a full one
+    DEFAULT (the Ascend target's does), which leaves the matcher no way to tell a row
+    reduction over contiguous elements from a column reduction. For nodes grouped by a
+    vendor's scheduling (NumelList groups)
     the hint is read back from the loads as upstream means it: INNER when some load is
     contiguous along the reduction, OUTER when along the iteration instead."""
     hint = getattr(getattr(getattr(snode, "node", None), "data", None), "reduction_hint", None)
@@ -438,7 +438,7 @@ def make_kernel(kernel_cls: Callable[..., _Kernel], tiling: dict[str, sympy.Expr
 
 def triton_scheduling_of(backend: object) -> TritonScheduling | None:
     """The TritonScheduling behind a device backend. Combined schedulings (CUDA's, and
-    torch_npu's, which also subclasses TritonScheduling itself) delegate Triton kernels to
+    a vendor's that also subclasses TritonScheduling itself) delegate Triton kernels to
     their `_triton_scheduling`, whose kernel class is the one the device really uses."""
     inner = getattr(backend, "_triton_scheduling", None)
     if isinstance(inner, TritonScheduling):
@@ -451,7 +451,7 @@ def triton_scheduling_of(backend: object) -> TritonScheduling | None:
 def simd_numels(group: Any) -> tuple[int | sympy.Expr, int | sympy.Expr] | None:
     """(numel, rnumel) of a node's `group` from a SIMD (Triton) scheduling, else None.
 
-    Inductor's Triton scheduling groups by numbers. torch_npu's groups each side as a
+    Inductor's Triton scheduling groups by numbers. A vendor's may group each side as a
     tuple subclass of sizes with a `numels()` product (NumelList); the C++ backend groups
     by plain tuples of sizes, which stay unrecognised."""
     if not group or len(group) != 2 or len(group[1]) != 2:
@@ -496,22 +496,10 @@ def deterministic_mode() -> bool:
                 or torch.are_deterministic_algorithms_enabled())
 
 
-def dram_bytes_per_s(device: torch.device) -> float | None:
-    """Peak DRAM bandwidth from the driver's memory clock and bus width (None if unknown)."""
-    if device.type != "cuda":
-        return None
-    try:
-        from triton.runtime import driver
-
-        props = driver.active.utils.get_device_properties(device.index or 0)
-        return 2.0 * props["mem_clock_rate"] * 1e3 * props["mem_bus_width"] / 8
-    except Exception:
-        return None
-
-
 def compile_config(autotuner: CachingAutotuner, config: Any) -> Any:
     """Compile one launch config of a kernel's autotuner, as its precompile does for each
-    (`_precompile_config` in Inductor 2.11-2.15 and in torch_npu's NPUCachingAutotuner)."""
+    (`_precompile_config` in Inductor 2.11-2.15 and in the vendors' autotuners that subclass
+    Inductor's)."""
     compile_one = getattr(autotuner, "_precompile_config", None)
     if compile_one is None:
         raise NotImplementedError(f"{type(autotuner).__name__} has no _precompile_config: "
@@ -531,110 +519,3 @@ def autotuner_classes(caching: type, debug: type) -> dict[str, type]:
 def triton_pointer_type(dtype: torch.dtype) -> str:
     """Triton signature type of a pointer to `dtype`, as Inductor writes it ("*bf16")."""
     return _type_of(dtype)
-
-
-# -- torch_npu's default backend, releases 2.11.0.post3 - 2.14.0 --------------------------
-# torch_npu is never imported here (it needs CANN); its modules are read from sys.modules.
-
-#: torch_npu's module of Triton heuristics (kernel decorators, cached_autotune,
-#: NPUCachingAutotuner) -> the name its generated decorator line uses for it:
-#: runtime/triton_heuristics from 2.13.0 on, npu_triton_heuristics in 2.11.0.post3 and
-#: 2.12.0.post3 (where `_inductor.runtime` is a module).
-NPU_HEURISTICS_MODULES = {"torch_npu._inductor.runtime.triton_heuristics": "triton_heuristics",
-                          "torch_npu._inductor.npu_triton_heuristics": "npu_triton_heuristics"}
-
-
-def npu_heuristics() -> ModuleType:
-    """torch_npu's loaded heuristics module (a kernel module imports it before it runs)."""
-    for name in NPU_HEURISTICS_MODULES:
-        module = sys.modules.get(name)
-        if module is not None:
-            return module
-    raise RuntimeError(f"none of torch_npu's heuristics modules {list(NPU_HEURISTICS_MODULES)} "
-                       "is loaded")
-
-
-def npu_decorator_prefixes() -> tuple[str, ...]:
-    """How torch_npu's NPUIndexTritonKernel.codegen_kernel starts its decorator line, per
-    release (`@triton_heuristics.` from 2.13.0, `@npu_triton_heuristics.` before)."""
-    return tuple(f"@{alias}." for alias in NPU_HEURISTICS_MODULES.values())
-
-
-def npu_fixed_grid_type() -> str:
-    """The grid type name a fixed grid is launched with. torch_npu 2.13.0 / 2.14.0's
-    GridExprNpu builds a type that is not a GridNpu (upstream's FixedGrid) the upstream way;
-    2.11.0.post3 / 2.12.0.post3 accept GridNpu subclasses only, and have FixedGridNpu
-    (the same `fixed_grid` meta key)."""
-    return "FixedGridNpu" if hasattr(npu_heuristics(), "FixedGridNpu") else "FixedGrid"
-
-
-def npu_decide_axes(scheduling: Any, node_schedule: list[Any], kernel: Any) -> None:
-    """Run torch_npu's axis analysis on a new kernel where its constructor did not:
-    2.13.0 / 2.14.0's NPUIndexTritonKernel decides split, tiling and no-loop axes in
-    __init__; 2.11.0.post3 / 2.12.0.post3's scheduling does it after constructing the kernel
-    (NPUTritonScheduling.decide_codegen_dims_in_kernel(node_schedule, kernel)), and leave
-    short row axes untiled, which the fused kernel then tiles (`_npu_tile_row_axes`)."""
-    if not kernel.sorted_axis:
-        kernel.node_schedule = node_schedule  # as their codegen_node_schedule sets it
-        scheduling.decide_codegen_dims_in_kernel(node_schedule, kernel)
-        _npu_tile_row_axes(kernel)
-
-
-def _npu_tile_row_axes(kernel: Any) -> None:
-    """Tile every row axis of a fused kernel on 2.11.0.post3 / 2.12.0.post3, as 2.13.0's
-    analysis does. Their tiling selection stops once the tiled axes' lengths make 80% of
-    all axes' lengths (summed), so a short row axis beside a long row, adaLN's sample axis
-    B (split ['x1', 'x0'], tiled ['x0', 'r2']) or Qwen3's per-head q/k rows, stays untiled:
-    torch_npu then walks it one scalar index at a time, a loop the fused kernel's row
-    blocks and partial folds are not written for. Tiled, the axis gets a block dimension
-    of its own (X*BLOCK_SUB, masked); what torch_npu derives from the tiling is redone: the
-    tiling order, the golden variable order (the tile's dimensions), the reduction's
-    dimension in the tile, and the axes' cached broadcast directions."""
-    untiled = [a for a in kernel.sorted_axis if a.prefix != "r" and not a.is_tiling_axis]
-    if not untiled:
-        return
-    split_tiling = sys.modules["torch_npu._inductor.codegen.split_tiling"]
-    analysis = sys.modules["torch_npu._inductor.codegen.kernel_analysis"]
-    for axis in untiled:
-        axis.is_tiling_axis = True
-        kernel.tiling_axis.append(axis)
-    kernel.tiling_axis.sort(reverse=True, key=split_tiling.SplitTiling.key)
-    for axis in kernel.sorted_axis:
-        axis.directions = []
-    kernel.golden_var_list = None
-    kernel.select_golden_varlist()
-    # Their reduction's tile shape lists the tiled axes in tiling order (the reduction
-    # axes last), the loads' broadcasts follow the golden order: the row axes go in the
-    # tile's order (Qwen3's q/k rows, golden (r3, x1, x0, x2): x2, x0, x1), or a fused
-    # tile's reshape would not match its loads (torch_npu's own kernel of that group
-    # fails so on 2.12.0.post3).
-    tile = list(reversed(kernel.golden_var_list))
-    kernel.tiling_axis.sort(key=lambda a: (a.prefix == "r", tile.index(a.symbol())
-                                           if a.prefix != "r" and a.symbol() in tile else 0))
-    for order, axis in enumerate(kernel.tiling_axis):
-        axis.tiling_order = order
-    if getattr(kernel, "reduce_analysis", None) is not None:
-        kernel.reduce_analysis = analysis.ReductionAnalysis(kernel)
-
-
-def npu_check_frontend(scheduling: Any, src_code: str) -> None:
-    """torch_npu's codegen-time front-end check of a kernel (make_ttir_for_check: from 2.13.0,
-    a failure falls back). 2.11.0.post3 / 2.12.0.post3 have none: their kernels are first
-    compiled at launch."""
-    check = getattr(scheduling, "make_ttir_for_check", None)
-    if check is not None:
-        check(src_code)
-
-
-def npu_axis_is_no_loop(axis: Any) -> bool:
-    """Whether torch_npu walks a static axis whole in one block (no loop, no mask):
-    `is_no_loop_axis` from 2.13.0; 2.11.0.post3 / 2.12.0.post3 have no such axes."""
-    return bool(getattr(axis, "is_no_loop_axis", False))
-
-
-def npu_compiles_config_multibuffer() -> bool:
-    """Whether torch_npu's autotuner hands a config's `multibuffer` to triton-ascend
-    (NPUCachingAutotuner.parse_triton_ascend_options, 2.13.0 on). 2.11.0.post3 / 2.12.0.post3
-    pass num_warps / num_stages / debug only: every config compiles with triton-ascend's
-    default (multibuffer on Atlas A2/A3, off on Ascend950)."""
-    return hasattr(npu_heuristics().NPUCachingAutotuner, "parse_triton_ascend_options")

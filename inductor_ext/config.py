@@ -34,20 +34,20 @@ target: str = envvars.text("target", "INDUCTOR_EXT_TARGET", "auto")
 #: longer rows are walked in column tiles (sum partials only; others are declined).
 max_persistent_n: int = 16384
 
-#: Ascend flavor: vector-core count used for the grid when torch_npu cannot be asked.
+#: Ascend flavor: vector-core count used for the grid when the NPU's runtime cannot be asked.
 ascend_vector_cores: Optional[int] = None
 
-#: Ascend flavor: Unified Buffer bytes per core. None: what torch_npu reports for the SoC
-#: (192 KiB on Atlas A2/A3, 256 KiB on Ascend950), 192 KiB when torch_npu is not loaded.
+#: Ascend flavor: Unified Buffer bytes per core. None: what the NPU's runtime reports for the
+#: SoC (192 KiB on Atlas A2/A3, 256 KiB on Ascend950), 192 KiB when it is not loaded.
 ascend_ub_bytes: Optional[int] = None
 
-#: Ascend (torch_npu's default backend): decompose ``torch_npu.npu_rms_norm``'s backward
+#: Ascend (its Inductor backend's default): decompose ``npu_rms_norm``'s backward
 #: (``npu_rms_norm_backward``, one aclnnRmsNormGrad) into ATen ops Inductor lowers (dx, and
 #: dgamma kept float32 as the CANN op returns it), so those norms reach the pass and fuse.
 #: Off by default because it has not been measured against aclnnRmsNormGrad on a device;
 #: off, each such norm is recorded as ``extern_norm``. Read when a graph is traced, by the
 #: entry ``targets/ascend/rms_norm_decomp.py`` puts into Inductor's decomposition table once
-#: torch_npu is loaded (at import, or ``rms_norm_decomp.install()``); part of the cache key.
+#: the NPU's package is loaded (at import, or ``rms_norm_decomp.install()``); part of the cache key.
 decompose_npu_rms_norm: bool = False
 
 #: Norms to leave to Inductor: fnmatch patterns on a norm's name as the tables show it (its

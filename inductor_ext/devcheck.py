@@ -2,14 +2,14 @@
 
 CI has no NPU, so the people who have one (or a GPU we have not measured) run this and send
 us the CSV. For a fixed set of RMSNorm / LayerNorm backwards it compiles each twice, with
-the plugin off (stock torch.compile, or torch_npu's backend) and on
+the plugin off (stock torch.compile, or an NPU's own Inductor backend) and on
 (``inductor_ext.options()``, the default options: the cost model decides), checks dx / dw /
 db of the plugin's compile against a float64 eager reference, times both backwards with
 the device's events, and prints one row per shape: fused or the decline's reason, the
 errors, the two times and their ratio.
 
 On CPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1), and under the
-torch_npu emulation of tests/support in its interpreter: the same path on a small M,
+NPU emulation of tests/support in its interpreter: the same path on a small M,
 whose times say nothing about speed, and the output says so.
 """
 
@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import torch
 
-from . import __version__, compat, config, metrics, plan, plugin
+from . import __version__, compat, config, metrics, plan, plugin, targets
 from .compat import inductor_config
 from .interpreter import INTERPRETER_HINT, cpu_interpret, interpreter_active
 
@@ -164,21 +164,30 @@ def default_shapes(interpreted: bool, quick: bool = False) -> list[Shape]:
 
 
 def default_device() -> str:
-    """npu when torch_npu is imported and sees one, else cuda, else cpu. torch_npu is
-    not imported here: without CANN its import can abort the process (the caller decides)."""
-    if _vendor_served(torch.device("cpu")):  # the torch_npu emulation: CPU tensors
+    """A vendor package's device (npu) when that package is loaded and sees one, else
+    cuda, else cpu. No vendor package is imported here: its import can abort the process
+    (the caller decides, `VendorPackage.load_if_safe`)."""
+    if _vendor_served(torch.device("cpu")):  # the NPU emulation: CPU tensors
         return "cpu"
-    npu: Any = getattr(torch, "npu", None)
-    with contextlib.suppress(Exception):
-        if "torch_npu" in sys.modules and npu is not None and npu.is_available():
-            return "npu"
+    for package in targets.VENDOR_PACKAGES:
+        module: Any = getattr(torch, package.device_type, None)
+        with contextlib.suppress(Exception):
+            if (package.loaded_version() is not None and module is not None
+                    and module.is_available()):
+                return package.device_type
     if torch.cuda.is_available():
         return "cuda"
     return "cpu"
 
 
+def _vendor_name(device_type: str) -> str:
+    """The vendor package whose Inductor backend serves `device_type` (Ascend's for npu)."""
+    return next((p.name for p in targets.VENDOR_PACKAGES if p.device_type == device_type),
+                f"the {device_type} vendor")
+
+
 def _vendor_served(device: torch.device) -> bool:
-    """A vendor backend generates this device's kernels (the torch_npu emulation serves CPU
+    """A vendor backend generates this device's kernels (the NPU emulation serves CPU
     tensors): the targets' `serves` predicates know, without naming one here."""
     for planner in plan.PLANNERS.values():
         with contextlib.suppress(Exception):
@@ -198,7 +207,8 @@ def where(device: str | torch.device) -> Where:
         if not interpreting:
             raise RuntimeError(INTERPRETER_HINT)
         if emulated:
-            return Where(dev, "emulated NPU: torch_npu's backend on CPU tensors", True, True,
+            return Where(dev, f"emulated NPU: {_vendor_name('npu')}'s backend on CPU tensors",
+                         True, True,
                          "wall clock of one backward in triton-ascend's interpreter: "
                          "NOT a measurement", "the emulated NPU runs the kernels in "
                          "triton-ascend's interpreter")
@@ -498,20 +508,19 @@ def table(rows: Sequence[Row], interpreted: bool) -> list[str]:
 
 
 def _versions() -> str:
-    npu = sys.modules.get("torch_npu")
     triton = str(getattr(sys.modules.get("triton"), "__version__", "?"))
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         triton += f" (triton-ascend {importlib.metadata.version('triton-ascend')})"
     parts = [f"inductor_ext {__version__}", f"torch {torch.__version__}", f"triton {triton}"]
-    if npu is not None:
-        parts.append(f"torch_npu {getattr(npu, '__version__', '?')}")
+    parts += [f"{package.name} {version}" for package in targets.VENDOR_PACKAGES
+              if (version := package.loaded_version()) is not None]
     return ", ".join(parts)
 
 
 def report(rows: Sequence[Row], at: Where, always_fuse: bool) -> list[str]:
     """The printed report: what ran where, the table, declines' details, the verdict."""
-    off = "torch_npu's backend" if at.emulated_npu or at.device.type == "npu" \
-        else "stock torch.compile"
+    off = (f"{_vendor_name('npu')}'s backend" if at.emulated_npu or at.device.type == "npu"
+           else "stock torch.compile")
     upstream = ""
     if compat.has_upstream_mix_order():
         upstream = (f" (upstream {compat.UPSTREAM_MIX_ORDER_KEY}="

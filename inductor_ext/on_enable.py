@@ -1,7 +1,7 @@
 """What a target needs done each time the plugin is turned on (`inductor_ext.options()` /
 `enable()`), registered by the target so the plugin names none.
 
-Why: some preparation can only happen once the vendor's package is loaded (torch_npu's
+Why: some preparation can only happen once the vendor's package is loaded (Ascend's
 ops exist only then), and the user may import it after inductor_ext; turning the plugin
 on is the last moment before a compile traces its graph.
 """

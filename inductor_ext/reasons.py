@@ -73,10 +73,11 @@ class Reason(str, enum.Enum):
         "Planning asks the target first (`fits`); the CUDA target always has a tile.")
     UNSUPPORTED_DEVICE = (
         "unsupported_device",
-        "The target's compiler does not generate kernels for this device model: torch_npu "
-        "serves Ascend 310P / 310B inference SoCs and the first-generation 910, but "
+        "The target's compiler does not generate kernels for this device model: Ascend's "
+        "Inductor backend serves Ascend 310P / 310B inference SoCs and the first-generation "
+        "910, but "
         "triton-ascend and bishengir-compile target Atlas A2/A3 and Ascend950 only.",
-        "The detail names the SoC; Inductor's (torch_npu's) own kernels run unchanged.")
+        "The detail names the SoC; Inductor's (the vendor backend's) own kernels run unchanged.")
     TILED_ROW_READS = (
         "tiled_row_reads",
         "The row does not fit on chip (longer than `max_persistent_n`, or the Ascend Unified "
@@ -135,7 +136,7 @@ class Reason(str, enum.Enum):
         "`inductor_ext.interpreter.cpu_interpret()`.",
         "On the C++ CPU backend, recorded for every norm of the graph, in its module's name, "
         "and once for the graph's other column reductions, the detail and the graph's summary "
-        "line saying what to do; on a torch_npu backend the plugin has no adapter for, once "
+        "line saying what to do; on a vendor's backend the plugin has no adapter for, once "
         "per graph, the detail naming the backend.")
     CPP_WRAPPER = (
         "cpp_wrapper",
@@ -155,8 +156,8 @@ class Reason(str, enum.Enum):
     EXTERN_NORM = (
         "extern_norm",
         "The norm's backward reached Inductor as one extern kernel, an op it has no "
-        "decomposition for (torch_npu's `npu_rms_norm_backward`, one aclnnRmsNormGrad, under "
-        "its default backend; any layer or RMS norm backward left to a fallback, as torch_npu's "
+        "decomposition for (Ascend's `npu_rms_norm_backward`, one aclnnRmsNormGrad, under "
+        "its default backend; any layer or RMS norm backward left to a fallback, as Ascend's "
         "`NPU_INDUCTOR_FALLBACK_LIST` does for listed ops without one): its dx and dw are no "
         "Inductor reductions, so there is nothing to fuse.",
         "Recorded for every such norm, in its module's name. "

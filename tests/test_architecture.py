@@ -5,6 +5,7 @@ plan survives its trip through a kernel's inductor_meta."""
 import ast
 import dataclasses
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -186,3 +187,40 @@ def test_one_list_of_targets():
     with pytest.raises(ValueError, match="unknown target 'tpu'"):
         flavor.get_flavor("tpu")
     assert "tpu" not in flavor.registered_targets()
+
+
+#: What only one target knows, by its folder under inductor_ext/targets/: its vendor
+#: package (torch_npu, its module names and its pip name), and CUDA's device query and PTX.
+TARGET_ONLY = {
+    "ascend": re.compile(r"torch_npu|torch-npu"),
+    "cuda": re.compile(r"tl\.extra\.cuda|cp\.async|torch\.cuda\.get_device_properties"
+                       r"|mem_bus_width"),
+}
+
+
+def _target_names_outside(target: str, package: pathlib.Path) -> list[str]:
+    return [f"{path.relative_to(package.parent)}:{n}: {line.strip()}"
+            for path in sorted(package.rglob("*.py"))
+            if not path.is_relative_to(package / "targets" / target)
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if TARGET_ONLY[target].search(line)]
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_ONLY))
+def test_a_target_is_whole_in_its_folder(target):
+    """A target's own names appear in its folder only: code, docstrings and comments of
+    every other module (the package and its entry point) name no vendor package or
+    vendor-only feature, so adding or removing a target touches its folder and the one
+    import line of inductor_ext/targets/__init__.py."""
+    assert _target_names_outside(target, ROOT / "inductor_ext") == []
+    assert _target_names_outside(target, ROOT / "inductor_ext_autoload") == []
+
+
+def test_the_content_check_sees_a_stray_name(tmp_path):
+    """The check above finds a name where it does not belong (and none in its folder)."""
+    package = tmp_path / "inductor_ext"
+    (package / "targets" / "ascend").mkdir(parents=True)
+    (package / "targets" / "ascend" / "seams.py").write_text("import torch_npu\n")
+    (package / "codegen.py").write_text("x = 1\n# torch_npu's text\n")
+    assert _target_names_outside("ascend", package) == [
+        "inductor_ext/codegen.py:2: # torch_npu's text"]

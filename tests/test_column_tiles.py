@@ -19,7 +19,6 @@ from inductor_ext.codegen.rewrites import (
     stream_row_stores,
     unpin_row_loads,
     unroll_column_loops,
-    weights_before_row_loop,
 )
 from tests.support.poison import poisoned_allocations
 from tests.support.reference import (
@@ -617,7 +616,7 @@ def test_odd_rows_as_whole_vectors_match_float64(plugin, cuda_knobs, op, M, N, d
     weight = [i for i, line in enumerate(lines) if line.startswith("tmp")
               and "tl.load(in_ptr1 + (r0_1), r0_mask," in line]
     assert len(weight) == 1 and weight[0] < loop
-    assert rewrites.applied() == {"aligned_row_vectors": 1, "weights_before_row_loop": 1}
+    assert rewrites.applied() == {"aligned_row_vectors": 1}  # the weights: emitted
     assert not rewrites.missed()
 
 
@@ -684,41 +683,6 @@ def test_aligned_row_vectors_text_misses_without_its_lines():
     from inductor_ext.codegen import rewrites
     with pytest.raises(rewrites.RewriteMissed, match="aligned_row_vectors"):
         rewrites.apply("aligned_row_vectors", head + load, 2051, 8)
-
-
-def test_weights_before_row_loop_text():
-    """A weight's load (column index alone, column mask) leaves the row loop for the line
-    before it, in its order; row loads, a row statistic and the lines of a nested block
-    stay; no loop, or no weight in it, is a miss (not required: the kernel stays right)."""
-    from inductor_ext.codegen import rewrites
-
-    code = "\n".join([
-        "    r0_1 = r0_index - _mo_shift",
-        "    for xoffset in tl.range(row_start, row_end, row_step):",
-        "        tmp0 = tl.load(in_ptr0 + ((2051*x0) // 8 * 8 + r0_index), _mo_read, other=0.0)",
-        "        tmp2 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', "
-        "other=0.0).to(tl.float32)",
-        "        tmp12 = tl.load(in_ptr3 + (x0), None, eviction_policy='evict_last')",
-        "        tmp7 = tl.load(in_ptr4 + (r0_1), r0_mask, other=0.0)",
-        "        if tmp12 > 0:",
-        "            tmp9 = tl.load(in_ptr5 + (r0_1), r0_mask, other=0.0)",
-        "    tl.store(ws_ptr + (r0_1), tmp7, r0_mask)",
-    ]) + "\n"
-    out = weights_before_row_loop(code).splitlines()
-    assert out[:4] == [
-        "    r0_1 = r0_index - _mo_shift",
-        "    tmp2 = tl.load(in_ptr1 + (r0_1), r0_mask, eviction_policy='evict_last', "
-        "other=0.0).to(tl.float32)",
-        "    tmp7 = tl.load(in_ptr4 + (r0_1), r0_mask, other=0.0)",
-        "    for xoffset in tl.range(row_start, row_end, row_step):"]
-    assert sorted(out) == sorted(code.replace("        tmp2", "    tmp2")
-                                 .replace("        tmp7", "    tmp7").splitlines())
-    no_weight = "\n".join(line for line in code.splitlines()
-                           if "in_ptr1" not in line and "in_ptr4" not in line) + "\n"
-    assert weights_before_row_loop(no_weight) == no_weight
-    rewrites.reset()
-    assert rewrites.apply("weights_before_row_loop", no_weight) == no_weight
-    assert rewrites.missed() == {"weights_before_row_loop": 1}
 
 
 def test_aligned_rows_without_a_weight_load_nothing_once(plugin, cuda_knobs):

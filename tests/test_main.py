@@ -15,6 +15,7 @@ import torch._inductor.config as inductor_config
 import inductor_ext
 from inductor_ext import __main__ as cli
 from inductor_ext import compat, envvars
+from inductor_ext.targets.ascend import environment as npu_environment
 from tests.support.reference import rms_norm
 
 
@@ -135,11 +136,11 @@ def test_a_bad_environment_variable_is_shown(monkeypatch):
 def test_torch_npu_that_fails_to_import_is_not_imported(monkeypatch):
     """Without CANN, importing torch_npu can abort: the child process takes that."""
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
-    monkeypatch.setattr(cli.importlib.util, "find_spec",
+    monkeypatch.setattr(npu_environment.importlib.util, "find_spec",
                         lambda name: object() if name == "torch_npu" else None)
     failed = subprocess.CompletedProcess([], 134, "", "Traceback ...\n"
                                          "ImportError: libhccl.so: cannot open shared object")
-    monkeypatch.setattr(cli.subprocess, "run", lambda *a, **k: failed)
+    monkeypatch.setattr(npu_environment.subprocess, "run", lambda *a, **k: failed)
     out = _env()
     assert ("torch_npu: installed, but its import fails: ImportError: libhccl.so: cannot "
             "open shared object") in out
@@ -148,7 +149,7 @@ def test_torch_npu_that_fails_to_import_is_not_imported(monkeypatch):
 
 def test_torch_npu_not_installed(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
-    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(npu_environment.importlib.util, "find_spec", lambda name: None)
     assert "torch_npu: not installed" in _env()
 
 

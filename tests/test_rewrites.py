@@ -114,7 +114,6 @@ CASES = {
     "autotune_decorator": autotuned,
     "program_count_argument": program_counts,
     "aligned_row_vectors": aligned_rows,
-    "weights_before_row_loop": aligned_rows,
 }
 
 

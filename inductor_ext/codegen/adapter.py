@@ -1,5 +1,5 @@
 """How the fused kernel is built on one family of Triton schedulings: Inductor's own here,
-torch_npu's in inductor_ext.targets.ascend.kernel. The driver (driver.py) asks the adapter
+Ascend's in inductor_ext.targets.ascend.kernel. The driver (driver.py) asks the adapter
 for the node schedule, the kernel and the kernel's registration, and does the rest itself."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class KernelAdapter:
     """How the fused kernel is built on one family of Triton schedulings: which kernel
     class, axes and launch config, and how a kernel's source is registered. This one is
     Inductor's own TritonScheduling (CUDA, XPU, CPU-Triton, and vendor schedulings that keep
-    its codegen); torch_npu's lives in inductor_ext.targets.ascend.kernel."""
+    its codegen); Ascend's lives in inductor_ext.targets.ascend.kernel."""
 
     name = "inductor"
 

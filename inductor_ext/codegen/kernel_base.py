@@ -1,5 +1,5 @@
 """What every fused kernel shares, whatever Triton kernel class it is mixed into (Inductor's
-or torch_npu's): the plan, the partial accumulators, the workspace, the partials' folds and
+or a vendor's): the plan, the partial accumulators, the workspace, the partials' folds and
 stores, and the final step launched after the kernel.
 
 The partials are written once here, as template methods; a kernel class supplies only the

@@ -3,13 +3,13 @@
 The wrapper compiles its kernels when it is loaded, after every scheduling decision is
 final: a fused kernel that fails to compile there breaks the step. Compiled here, during
 codegen and inside the fallback of inductor_ext/scheduling.py (`_codegen_or_fallback`), a
-failure leaves Inductor's (or torch_npu's) own kernels for that group, one warning and an
+failure leaves Inductor's (or the vendor backend's) own kernels for that group, one warning and an
 `internal_error` decline.
 
 It compiles to the wrapper's bar: the kernel's module is loaded (its decorator builds the
 autotuner) and its configs are compiled in order until one compiles, as an autotuner drops
-a config that fails and fails only when none compiles (Triton to a binary on CUDA; torch_npu's
-``triton.compile`` on an NPU, UB overflow included; triton-ascend's front end in the
+a config that fails and fails only when none compiles (Triton to a binary on CUDA; the NPU
+backend's ``triton.compile`` on an NPU, UB overflow included; triton-ascend's front end in the
 emulation). Under Triton's CPU interpreter nothing is compiled before a launch, so there
 only the module is loaded. The wrapper compiles the kernel again under its own name;
 bench/bench_compile_time.py measures what this adds.

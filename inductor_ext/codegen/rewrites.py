@@ -1,4 +1,4 @@
-"""Every edit of the Triton text that Inductor (or torch_npu) generates, in one place.
+"""Every edit of the Triton text that Inductor (or a vendor's backend) generates, in one place.
 
 We emit our own lines directly; these rewrites are what is left: edits of lines that
 Inductor writes itself. Each one is a `Rewrite` record naming the text it expects. A
@@ -7,8 +7,9 @@ lose speed, so `apply` counts each application (`applied()`) and each miss (`mis
 logged once per rewrite at warning). A miss of a `required` rewrite (the kernel would be
 wrong without it) raises, and the codegen falls back to Inductor's kernels; any other
 miss keeps the text as it is. tests/test_rewrites.py compiles kernels that need every
-rewrite of Inductor's text and checks that each applied (torch_npu's:
-tests/ascend/test_npu_adapter.py, under its emulation).
+rewrite of Inductor's text and checks that each applied. A target whose kernel class is a
+vendor's registers its edits of that class's text here as well (`register`, from its own
+folder), so each is counted alike (tests/ascend/test_npu_adapter.py checks the Ascend one).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from torch._dynamo.utils import counters
 
-from .. import compat, diagnostics
+from .. import diagnostics
 
 #: Buckets of `torch._dynamo.utils.counters`: applications and misses, by rewrite name.
 APPLIED_KEY = "inductor_ext_rewrites"
@@ -38,16 +39,18 @@ class Rewrite:
     rewrite applied when that differs from `text`."""
 
     name: str
-    expects: str  # the generated text it edits, as Inductor / torch_npu writes it
+    expects: str  # the generated text it edits, as Inductor (or the vendor) writes it
     fn: Callable[..., str]
     required: bool = False  # a miss raises RewriteMissed instead of keeping the text
-    backend: str = "inductor"  # whose text: "inductor", or "torch_npu" (its own kernel class)
+    #: whose text: "inductor", or the name of the vendor scheduling whose kernel class
+    #: writes it (`schedulings.VendorScheduling.name`)
+    backend: str = "inductor"
 
 
 REGISTRY: dict[str, Rewrite] = {}
 
 
-def _register(name: str, expects: str, required: bool = False, backend: str = "inductor"
+def register(name: str, expects: str, required: bool = False, backend: str = "inductor"
               ) -> Callable[[Callable[..., str]], Callable[..., str]]:
     def wrap(fn: Callable[..., str]) -> Callable[..., str]:
         REGISTRY[name] = Rewrite(name, expects, fn, required, backend)
@@ -118,7 +121,7 @@ def rotated_tile(tile: int | str, per_group: int, tiles: int) -> str:
     return f"(((col_group + 1) * {per_group} + {tile}) % {tiles})"
 
 
-@_register("unroll_column_loops", COLUMN_LOOP, required=True)
+@register("unroll_column_loops", COLUMN_LOOP, required=True)
 def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: int = 1,
                         unroll_row_sums: bool = True) -> str:
     """Replace each loop over column tiles by straight-line copies with a constant
@@ -190,7 +193,7 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
 _SUM_INIT = re.compile(r"^(\s*)(_tmp\d+) = tl\.full\(\[XBLOCK, R0_BLOCK\], 0, tl\.float32\)$")
 
 
-@_register("chunk_row_sums",
+@register("chunk_row_sums",
            "_tmpA = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32); tmpC = _tmpA + tmpB; "
            "_tmpA = tmpC (or tl.where(mask, tmpC, _tmpA)); tmpD = tl.sum(_tmpA, 1)[:, None]")
 def chunk_row_sums(code: str, chunk: int) -> str:
@@ -270,7 +273,7 @@ def _chunk_one(lines: list[str], init: int, indent: str, acc: str, chunk: int) -
 _ROW_STORE = re.compile(r"^(\s*tl\.store\(out_ptr\d+ \+ .*)\)$")
 
 
-@_register("stream_row_stores", "tl.store(out_ptrN + (...), value, mask) without a cache hint")
+@register("stream_row_stores", "tl.store(out_ptrN + (...), value, mask) without a cache hint")
 def stream_row_stores(code: str) -> str:
     """Give the kernel's output stores (`out_ptr*`: dx and the like, written once and not
     read back here) the streaming cache hint `.cs`, so that they leave the L2 first.
@@ -295,7 +298,7 @@ _PINNED_ROW_LOAD = re.compile(
     rf"^(\s*tmp\d+ = {_ROW_TILE_POINTER}, [^,()]+), eviction_policy='evict_last'(?=[,)])")
 
 
-@_register("unpin_row_loads",
+@register("unpin_row_loads",
            "tmpN = tl.load(in_ptrN + (<r0_ and x index>), mask, eviction_policy='evict_last'")
 def unpin_row_loads(code: str) -> str:
     """Drop Inductor's `evict_last` from the loads of [M, N] rows in register-tiled kernels.
@@ -317,7 +320,7 @@ _TILE_START = re.compile(r"^\s*r0_offset = (\d+) \* R0_BLOCK$")
 _EVICTION = re.compile(r", eviction_policy='[a-z_]+'")
 
 
-@_register("keep_row_tiles",
+@register("keep_row_tiles",
            "unrolled tiles (`r0_offset = <t> * R0_BLOCK`) whose row loads "
            "`tmpN = tl.load(in_ptrN + (<r0_ and x index>), ...)` repeat a tile's earlier load")
 def keep_row_tiles(code: str) -> str:
@@ -361,7 +364,7 @@ def keep_row_tiles(code: str) -> str:
 
 # -- persistent kernels: register double buffering of the row loads (CUDA) --------------
 
-@_register("prefetch_next_block",
+@register("prefetch_next_block",
            "index lines `name = expr` and one-line row loads `tmpN = tl.load(...)` whose "
            "index reads no tmp")
 def prefetch_next_block(code: str, names: list[str]) -> str:
@@ -432,7 +435,7 @@ def aligned_row_edges(indent: str, ptr: str, start: str, value: str, mask: str,
     )]
 
 
-@_register("aligned_row_vectors",
+@register("aligned_row_vectors",
            "`r0_mask = r0_index < r0_numel`, `r0_<k> = r0_index` and row accesses "
            "`tl.load(in_ptrN + (r0_<k> + <N>*x<j>), <mask>, ...)` / "
            "`tl.store(out_ptrN + (r0_<k> + <N>*x<j>), tmpN, <mask>)`",
@@ -491,39 +494,6 @@ def aligned_row_vectors(code: str, N: int, vector: int) -> str:
 
 #: A weight's load in the row loop: indexed by the column variable alone, under the column
 #: mask (nothing of the row block), so every row loads the same values.
-_WEIGHT_LOAD = re.compile(
-    r"^\s*tmp\d+ = tl\.load\(in_ptr\d+ \+ \(r0_\d+\), r0_mask, [^()]*\)"
-    r"(\.to\(tl\.\w+\))?$")
-_ROW_LOOP = re.compile(r"^(\s*)for xoffset in ")
-
-
-@_register("weights_before_row_loop",
-           "a row loop `for xoffset in ...:` whose body loads a weight as "
-           "`tmpN = tl.load(in_ptrN + (r0_<k>), r0_mask, ...)[.to(...)]`")
-def weights_before_row_loop(code: str) -> str:
-    """A persistent row's weight loads moved from the row loop to just before it: loaded
-    once a program, not once a row. For an aligned row they are element-wise (at the
-    row's shifted columns), as many instructions a row as the row's x and dy vectors."""
-    lines = code.splitlines()
-    loops = [i for i, line in enumerate(lines) if _ROW_LOOP.match(line)]
-    if len(loops) != 1:
-        return code
-    start = loops[0]
-    indent = _ROW_LOOP.match(lines[start]).group(1)  # type: ignore[union-attr]
-    body = indent + "    "
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].startswith(body)):
-        end += 1
-    moved = [i for i in range(start + 1, end) if lines[i].startswith(body)
-             and not lines[i].startswith(body + " ") and _WEIGHT_LOAD.match(lines[i])]
-    if not moved:
-        return code
-    hoisted = [indent + lines[i].strip() for i in moved]
-    rest = [line for i, line in enumerate(lines) if i not in set(moved)]
-    at = rest.index(lines[start])
-    return _joined_like(rest[:at] + hoisted + rest[at:], code)
-
-
 # -- kernel headers ------------------------------------------------------------------------
 
 FIXED_DECORATOR = "@triton_heuristics.fixed_config("
@@ -531,7 +501,7 @@ HEURISTICS_IMPORT = "from torch._inductor.runtime import triton_helpers, triton_
 AUTOTUNE_IMPORT = "from inductor_ext.runtime.autotune import mix_order_autotune"
 
 
-@_register("autotune_decorator", f"one {FIXED_DECORATOR!r} line and {HEURISTICS_IMPORT!r}",
+@register("autotune_decorator", f"one {FIXED_DECORATOR!r} line and {HEURISTICS_IMPORT!r}",
            required=True)
 def autotune_decorator(src: str) -> str:
     """Swap Inductor's one-config decorator for ours (same arguments, the config list is in
@@ -547,7 +517,7 @@ BLOCK_PARAMETER = "XBLOCK : tl.constexpr"
 BLOCK_SIGNATURE = "'XBLOCK': 'constexpr'"
 
 
-@_register("program_count_argument",
+@register("program_count_argument",
            f"one kernel `def` line with {BLOCK_PARAMETER!r} (and {BLOCK_SIGNATURE!r} in "
            "triton_meta's signature, where Triton lists constexprs there)", required=True)
 def program_count_argument(src: str, name: str) -> str:
@@ -563,16 +533,3 @@ def program_count_argument(src: str, name: str) -> str:
                                             f"{BLOCK_PARAMETER}, {name} : tl.constexpr", 1)
     return "\n".join(lines).replace(BLOCK_SIGNATURE, f"{BLOCK_SIGNATURE}, '{name}': 'constexpr'",
                                     1)
-
-
-@_register("npu_decorator",
-           "one `@triton_heuristics.<heuristic>(` line and our decorator's import "
-           "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True, backend="torch_npu")
-def npu_decorator(src: str, heuristic: str, decorator: str, decorator_import: str) -> str:
-    """Our decorator in place of torch_npu's one on the kernel: its codegen_kernel writes
-    the heuristic's name inline. The import is emitted by the kernel class itself."""
-    for prefix in compat.npu_decorator_prefixes():  # the module's name differs by release
-        expected = f"{prefix}{heuristic}("
-        if src.count(expected) == 1 and decorator_import in src:
-            return src.replace(expected, f"@{decorator}(")
-    return src

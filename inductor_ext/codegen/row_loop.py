@@ -43,6 +43,8 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self._row_loop_written = False
         #: Buffer -> its load index; `_row_span` keeps the [M, N] ones for the L2 hint.
         self._l2_row_loads: dict[str, sympy.Expr] = {}
+        #: The weights' loads under the plan's `weights_once`, written before the row loop.
+        self._weight_loads = IndentedBuffer()
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
 
     @property
@@ -55,6 +57,22 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if self.plan.l2_prefetch:
             self._l2_row_loads.setdefault(name, index)
         return super().load(name, index)
+
+    def get_load_buffer(self, indexing: Any) -> IndentedBuffer:
+        """Inductor's buffer for a load, but for a weight's under the plan's `weights_once`
+        (an aligned persistent row whose side reads a weight): a load indexed by columns
+        alone is the same for every row, so it goes before the row loop, once a program.
+        At an aligned row's shifted columns it is element-wise, as many instructions a
+        row as the row's own loads."""
+        buffer = super().get_load_buffer(indexing)
+        if (buffer is self.loads and self._weights_once and indexing.has_rindex()
+                and not any(s.name.startswith("x") for s in indexing.index.free_symbols)):
+            return self._weight_loads
+        return buffer
+
+    @property
+    def _weights_once(self) -> bool:
+        return bool(self.plan.weights_once and not self.column_tiled and self.row_vector)
 
     # -- the row axis lives in our loop ------------------------------------------------
     @property
@@ -256,8 +274,6 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         if self.row_vector:
             src = rewrites.apply("aligned_row_vectors", src, int(self.range_trees[1].numel),
                                  self.row_vector)
-            if self.plan.weights_once:
-                src = rewrites.apply("weights_before_row_loop", src)
         if self.autotuned:
             src = rewrites.apply("autotune_decorator", src)
         if self.programs_per_config:
@@ -302,6 +318,7 @@ class MixOrderKernelMixin(MixOrderKernelBase):
         self._write_accumulators(body)
         if split is not None:
             self._write_first_block(body, split)
+        body.splice(self._weight_loads)
         body.writeline(self.loop_statement())
         with body.indent():
             self._write_row_block_indices(body)

@@ -1,5 +1,5 @@
 """The Triton schedulings the fused kernel is built on: Inductor's own, and the vendor
-backends a target registers (torch_npu's), each with the adapter that builds on it and the
+backends a target registers (Ascend's), each with the adapter that builds on it and the
 reason it declines the variants it cannot serve."""
 
 from __future__ import annotations

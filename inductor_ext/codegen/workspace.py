@@ -2,7 +2,7 @@
 block per program, [programs, K, N] in the accumulator dtype at `offset` elements into
 Inductor's workspace buffer.
 
-The fused kernel, the generated final step, the ATen final step (and torch_npu's kernel)
+The fused kernel, the generated final step, the ATen final step (and the Ascend kernel)
 all address it; the layout lives here once so that they cannot disagree. A segmented
 partial's programs are laid out sample-major: program `b * per + j` is sample b's j-th.
 A counted workspace has one more element after the partials: the number of programs the

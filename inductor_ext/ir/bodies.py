@@ -21,7 +21,7 @@ def rows_first_body(body: LoopBody, iter_sizes: Sequence[sympy.Expr],
     """The column reduction's LoopBody re-expressed with its row (reduction) variables first:
     (body, [row sizes, column sizes]). Called as `body(row_vars, col_vars)`, it is the
     (x, r) order of the fused kernel, so code that walks a kernel's nodes by their ranges
-    (torch_npu's index analysis) sees it like any [M, N] node of the kernel."""
+    (the Ascend backend's index analysis) sees it like any [M, N] node of the kernel."""
     (row_vars, col_vars), var_ranges = index_vars_no_squeeze(
         list(red_sizes), list(iter_sizes), prefix="p")
     swapped = LoopBody(body, [col_vars, row_vars], var_ranges, row_vars, col_vars)
@@ -62,13 +62,13 @@ def flat_rows_body(body: LoopBody, ranges: Sequence[Sequence[sympy.Expr]], M: sy
 
     Index expressions over contiguous dimensions join back (Inductor simplifies
     `16 * (x // 16) + x % 16` to `x`), so kernels that give every body variable an axis of
-    its own (torch_npu's) see one row axis and one column axis. A side whose dimensions
+    its own (Ascend's) see one row axis and one column axis. A side whose dimensions
     do not join in every index (a transposed load, a broadcast over some of them: Qwen3's
     q/k norms read dy as [B, H, T, D] and RoPE's cos per t, of rows [B, T, H]) keeps its
-    own variables: joined, its variable would appear under // and %, which torch_npu's
+    own variables: joined, its variable would appear under // and %, which Ascend's
     index analysis splits again into axes of its own (`rebuild_flattened_dims`), and not
     always into the dimensions they came from; kept, they become the kernel's sub-axes
-    of that side as in torch_npu's own kernels."""
+    of that side as in Ascend's own kernels."""
     iter_sizes, red_sizes = (list(r) for r in ranges)
     if red_sizes:
         if sympy.Mul(*iter_sizes) != M or sympy.Mul(*red_sizes) != N:

@@ -34,7 +34,7 @@ class Planner:
     #: reductions (interleaved: the samples are a split row's pieces); None: the target
     #: has no per-sample row loop (they are declined).
     segments: Callable[[LaunchPlan, int, int, bool], LaunchPlan] | None = None
-    #: Whether the target generates this device's kernels whatever its type (torch_npu's
+    #: Whether the target generates this device's kernels whatever its type (Ascend's
     #: backend serving CPU tensors in its emulation); None: by device type only.
     serves: Callable[[torch.device], bool] | None = None
     #: Device types whose target this is when config.target is "auto".
@@ -62,7 +62,7 @@ def register_planner(planner: Planner) -> Planner:
 
 def target_for(device: torch.device, configured: str) -> str:
     """The configured target, or with "auto" the device's: the target that serves it (the
-    Ascend one for any device torch_npu's backend generates, its emulation's CPU tensors
+    Ascend one for any device Ascend's Inductor backend generates, its emulation's CPU tensors
     included), else the one registered for its type, else the default."""
     if configured != "auto":
         return configured

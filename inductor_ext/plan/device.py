@@ -30,8 +30,8 @@ class DeviceInfo:
     dram_bytes_per_s: float = 2.0e12
     capability: tuple[int, int] = (0, 0)  # NVIDIA compute capability; (0, 0) elsewhere
     ub_bytes: int = 0  # Ascend Unified Buffer per core; 0 elsewhere
-    #: torch_npu's default Inductor backend generates this device's kernels (the fused
-    #: kernel is then built on its NPUIndexTritonKernel); "" otherwise.
+    #: The name of the vendor scheduling that generates this device's kernels (the fused
+    #: kernel is then built on its kernel class); "" otherwise.
     npu_backend: str = ""
     ascend950: bool = False  # Ascend950 (256 KiB UB, int64 indices), else A2/A3
     #: The kernels run in Triton's CPU interpreter, one program after another.
@@ -84,7 +84,7 @@ def device_info(device: torch.device) -> DeviceInfo:
 
 
 #: The targets' own queries (registered from their packages): the facts of a device only
-#: the target's runtime can report (torch_npu's SoC), None for any other device.
+#: the target's runtime can report (an NPU's SoC), None for any other device.
 _TARGET_QUERIES: list[Callable[[torch.device], DeviceInfo | None]] = []
 
 
@@ -95,6 +95,8 @@ def register_device_query(query: Callable[[torch.device], DeviceInfo | None]) ->
 
 @functools.cache
 def _queried(device: torch.device) -> DeviceInfo:
+    """A device no target's query knows: the CPU in the interpreter, or one Inductor
+    describes (cores, registers), with defaults for the rest."""
     if device.type == "cpu":
         return DeviceInfo(type="cpu", name="cpu (Triton interpreter)",
                           cores=CPU_INTERPRETER_CORES, interpreted=True)
@@ -102,31 +104,7 @@ def _queried(device: torch.device) -> DeviceInfo:
         props = compat.device_properties(device)
     except Exception:  # an unknown backend: defaults, planning still works
         return DeviceInfo(type=device.type)
-    l2 = 40 * 2**20
-    name = ""
-    if device.type == "cuda":
-        try:
-            cuda_props = torch.cuda.get_device_properties(device)
-            l2, name = int(cuda_props.L2_cache_size), cuda_props.name
-        except Exception:
-            pass
     return DeviceInfo(
-        type=device.type, name=name,
+        type=device.type,
         cores=int(getattr(props, "multi_processor_count", 0) or 1),
-        l2_bytes=l2,
-        register_file_bytes=4 * int(getattr(props, "regs_per_multiprocessor", 0) or 65536),
-        l1_bytes=_l1_bytes(device),
-        dram_bytes_per_s=compat.dram_bytes_per_s(device) or 2.0e12,
-        capability=((int(props.major or 0), int(getattr(props, "minor", 0) or 0))
-                    if device.type == "cuda" and not torch.version.hip else (0, 0)))
-
-
-def _l1_bytes(device: torch.device) -> int:
-    """Combined L1 / shared memory per SM: what the driver reports as the most shared
-    memory one SM can give, plus the L1 that stays (256 KB on sm_90, 192 KB on sm_80)."""
-    try:
-        props = torch.cuda.get_device_properties(device)
-        smem = int(getattr(props, "shared_memory_per_multiprocessor", 0) or 0)
-        return max(smem + 32 * 1024, 128 * 1024) if smem else 256 * 1024
-    except Exception:
-        return 256 * 1024
+        register_file_bytes=4 * int(getattr(props, "regs_per_multiprocessor", 0) or 65536))

@@ -11,7 +11,7 @@ class PlanOptions:
     split_size: int | None = None
     max_persistent_n: int = 16384
     ascend_vector_cores: int | None = None
-    ascend_ub_bytes: int | None = None  # None: the device's (torch_npu's by SoC)
+    ascend_ub_bytes: int | None = None  # None: the device's (by SoC)
     #: The baseline's own mix-order gates ("none", "strict", "relaxed"): what stock
     #: torch.compile would fuse without us (`compat.upstream_mix_order_gates`).
     upstream_gates: str = "strict"

@@ -1,7 +1,7 @@
 """Norm backwards that reach the scheduler as one extern kernel, so that they are counted.
 
-A norm whose backward op has no decomposition (torch_npu's ``npu_rms_norm_backward`` under
-its default backend: one aclnnRmsNormGrad; a norm backward the user put in torch_npu's
+A norm whose backward op has no decomposition (Ascend's ``npu_rms_norm_backward`` under
+its default backend: one aclnnRmsNormGrad; a norm backward the user put in Ascend's
 ``NPU_INDUCTOR_FALLBACK_LIST``) is no Inductor reduction: the matcher never sees it, and
 without this scan the norm would vanish from the counts. Each such extern kernel is
 recorded as ``extern_norm``, named by the user's module from its FX node's metadata (the
@@ -9,7 +9,7 @@ extern kernel's origins), like any decline.
 
 A norm backward op is one whose name says so, the rule ``origin.py`` applies to decomposed
 ones (``norm_backward`` with ``layer_norm`` or ``rms_norm``: ATen's
-``native_layer_norm_backward`` and ``_fused_rms_norm_backward``, torch_npu's
+``native_layer_norm_backward`` and ``_fused_rms_norm_backward``, Ascend's
 ``npu_rms_norm_backward``, ``npu_add_layer_norm_backward``...). Targets add what a user can
 do about an op (`register_hint`). The scan reads one attribute per extern node and never
 raises: a failure is logged once and the graph goes on as Inductor scheduled it.

@@ -128,7 +128,7 @@ def row_steps(node: SchedulerNode, names: set[str], N: int) -> list[int]:
 
 
 def numels(node: BaseSchedulerNode) -> tuple[sympy.Expr, sympy.Expr] | None:
-    """(numel, rnumel) of a node: a SIMD (Triton) backend groups by them (torch_npu's by
+    """(numel, rnumel) of a node: a SIMD (Triton) backend groups by them (Ascend's by
     NumelLists, compat.simd_numels); the C++ backend groups by tuples of sizes, whose
     products they are (such graphs are only matched to record that the backend is not
     ours)."""

@@ -1,7 +1,7 @@
 """Ascend NPUs through torch_npu's Inductor backend and triton-ascend: the kernel class built
 on torch_npu's, planned for vector cores and their Unified Buffer (ub.py and its calibration
 table), the SoC facts torch_npu reports, and the decorator of its launches
-(inductor_ext/runtime/npu_autotune.py, where generated code imports it)."""
+(inductor_ext/targets/ascend/npu_autotune.py, where generated code imports it)."""
 
 import torch
 
@@ -22,7 +22,7 @@ register_planner(Planner("ascend", plan.fits, plan.plan, plan.profitable, (torch
 register_flavor(AscendFlavor())
 register_device_query(device.device_info)
 schedulings.register(schedulings.VendorScheduling(
-    "torch_npu", adapter_for=kernel.adapter_for, unsupported=npu.unsupported_detail))
+    kernel.SCHEDULING_NAME, adapter_for=kernel.adapter_for, unsupported=npu.unsupported_detail))
 externs.register_hint(rms_norm_decomp.OP_NAME, rms_norm_decomp.extern_hint)
 # torch_npu loaded first: config.decompose_npu_rms_norm can act from the first compile; else
 # turning the plugin on (after `import torch_npu`) installs it.

@@ -53,11 +53,14 @@ from ...ir.combine import TL_REDUCE
 from ...ir.node import MixOrderNode
 from ...plan import LaunchPlan
 from ...runtime import autotune
-from . import npu
+from . import npu, torch_npu_seams
 
-#: The decorator our kernels carry instead of torch_npu's (runtime/npu_autotune.py).
+#: The decorator our kernels carry instead of torch_npu's (targets/ascend/npu_autotune.py).
 DECORATOR = "npu_mix_order_autotune"
-_DECORATOR_IMPORT = f"from inductor_ext.runtime.npu_autotune import {DECORATOR}"
+_DECORATOR_IMPORT = f"from inductor_ext.targets.ascend.npu_autotune import {DECORATOR}"
+#: The scheduling family of torch_npu's backend (codegen.schedulings), and whose text the
+#: `npu_decorator` rewrite edits.
+SCHEDULING_NAME = "torch_npu"
 
 
 class NpuAxis(Protocol):
@@ -111,7 +114,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
     def __init__(self, *args: Any, plan: LaunchPlan, flavor: TargetFlavor,
                  **kwargs: Any) -> None:
         super().__init__(*args, plan=plan, flavor=flavor, **kwargs)
-        if self.sorted_axis:  # else decided later (compat.npu_decide_axes, torch_npu < 2.13)
+        if self.sorted_axis:  # else later: torch_npu_seams.npu_decide_axes (< 2.13)
             self.row_axis, self.col_axis = self._fused_axes()
 
     # -- the axes torch_npu's analysis chose --------------------------------------------
@@ -143,7 +146,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
                     f"not split the {side}s ({numel}) into disjoint dimensions")
         if (any(a.is_split_axis for a in cols) or not all(a.is_tiling_axis for a in rows + cols)
                 or (len(rows) == 1 and (list(self.split_axis) != rows
-                                        or compat.npu_axis_is_no_loop(rows[0])))):
+                                        or torch_npu_seams.npu_axis_is_no_loop(rows[0])))):
             raise NotImplementedError(
                 f"torch_npu split {[a.name for a in self.split_axis]} and tiled "
                 f"{[a.name for a in self.tiling_axis]}; the fused kernel needs the row axes "
@@ -215,7 +218,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         """Row axes whose block is a launch config's (a static no-loop axis has its
         length written by torch_npu)."""
         return [a for a in self.row_axes
-                if not (compat.npu_axis_is_no_loop(a) and _is_static(a.length))]
+                if not (torch_npu_seams.npu_axis_is_no_loop(a) and _is_static(a.length))]
 
     def _row_blocks(self, block_m: int) -> dict[str, int]:
         """The plan's `block_m` rows per block as each row axis's X*BLOCK_SUB: one axis
@@ -272,7 +275,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         count keep it inside its share; the partials it stores at workspace row p are then
         that sample's alone."""
         axis = self.row_axis
-        if (not axis.is_split_axis or compat.npu_axis_is_no_loop(axis)
+        if (not axis.is_split_axis or torch_npu_seams.npu_axis_is_no_loop(axis)
                 or getattr(axis, "is_sub_kernel", False)
                 or getattr(axis, "is_vectorized_split", False)):
             raise NotImplementedError(f"segmented rows on torch_npu's axis {axis.name} "
@@ -303,7 +306,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         if not hasattr(self, "row_axis"):  # torch_npu < 2.13's __init__, before its analysis
             return meta
         meta.update({
-            "grid_type": compat.npu_fixed_grid_type(),
+            "grid_type": torch_npu_seams.npu_fixed_grid_type(),
             "fixed_grid": [str(self.plan.programs), "1", "1"],
             "runtime_block_arg_names": (),
             "group_enabled": False,
@@ -319,11 +322,11 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
 
     def compilable_configs(self) -> list[dict[str, Any]]:
         """The plan's configs torch_npu will compile as planned: where it does not pass a
-        config's multibuffer on (compat.npu_compiles_config_multibuffer), only those whose
+        config's multibuffer on (torch_npu_seams.npu_compiles_config_multibuffer), only those whose
         multibuffer is triton-ascend's default (on, but off on Ascend950), since the UB
         estimate of the others does not hold. None left: NotImplementedError (fallback)."""
         configs = [dict(c) for c in self.plan.configs]
-        if compat.npu_compiles_config_multibuffer():
+        if torch_npu_seams.npu_compiles_config_multibuffer():
             return configs
         default = not npu.soc_facts().ascend950
         kept = [c for c in configs if bool(c["multibuffer"]) == default]
@@ -389,7 +392,7 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
         """The masks torch_npu writes for the row axes (none for a static no-loop axis,
         whose block is its whole length), and the column tile's."""
         masks = [f"{a.name}_mask" for a in self.row_axes
-                 if not (compat.npu_axis_is_no_loop(a) and _is_static(a.length))]
+                 if not (torch_npu_seams.npu_axis_is_no_loop(a) and _is_static(a.length))]
         if self.column_tiled:
             masks.append(f"{self.col_axis.name}_mask")
         return " & ".join(masks)
@@ -427,6 +430,21 @@ class NpuMixOrderKernelMixin(MixOrderKernelBase):
                 if self.sample_axis is not None:
                     self.sample_axis.codegen_header = self._sample_header
         super().codegen_body()
+
+
+@rewrites.register("npu_decorator",
+                   "one `@triton_heuristics.<heuristic>(` line and our decorator's import "
+                   "(torch_npu's NPUIndexTritonKernel.codegen_kernel)", required=True,
+                   backend=SCHEDULING_NAME)
+def _npu_decorator(src: str, heuristic: str, decorator: str, decorator_import: str) -> str:
+    """Our decorator in place of torch_npu's one on the kernel: its codegen_kernel writes
+    the heuristic's name inline, so there is no hook to emit ours. The import is emitted
+    by the kernel class itself."""
+    for prefix in torch_npu_seams.npu_decorator_prefixes():  # the module's name by release
+        expected = f"{prefix}{heuristic}("
+        if src.count(expected) == 1 and decorator_import in src:
+            return src.replace(expected, f"@{decorator}(")
+    return src
 
 
 def use_mix_order_decorator(src: str, heuristic: str) -> str:
@@ -516,7 +534,7 @@ class NpuKernelAdapter(KernelAdapter):
                             override_persistent_reduction=not plan.column_tiled,
                             plan=plan, flavor=get_flavor(plan.target))
         if not hasattr(kernel, "row_axis"):
-            compat.npu_decide_axes(scheduling, analysed, kernel)
+            torch_npu_seams.npu_decide_axes(scheduling, analysed, kernel)
             kernel.row_axis, kernel.col_axis = kernel._fused_axes()
         kernel.compilable_configs()  # declines before codegen when none compiles as planned
         if plan.segments > 1 and kernel.sample_axis is None:
@@ -537,7 +555,7 @@ class NpuKernelAdapter(KernelAdapter):
         """torch_npu's front-end check first (triton-ascend parses the kernel, as for its
         own kernels; a failure falls back), then its define_kernel, which returns
         (name, source) and keys the wrapper's cache by (source, graph hash)."""
-        compat.npu_check_frontend(scheduling, src_code)
+        torch_npu_seams.npu_check_frontend(scheduling, src_code)
         name, _ = scheduling.define_kernel(src_code, node_schedule, kernel, None)
         return name
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import compat
-from ..compat import HeuristicType
-from .autotune import CONFIGS_KEY
+from ...compat import HeuristicType
+from ...runtime.autotune import CONFIGS_KEY
+from . import torch_npu_seams
 
 
 def npu_mix_order_autotune(size_hints: Any, reduction_hint: Any = None,
@@ -23,7 +23,7 @@ def npu_mix_order_autotune(size_hints: Any, reduction_hint: Any = None,
     import triton
 
     # Loaded already: the kernel module imports torch_npu's runtime before this line.
-    heuristics = compat.npu_heuristics()
+    heuristics = torch_npu_seams.npu_heuristics()
     meta = dict(inductor_meta or {})
     meta["reduction_hint"] = reduction_hint
     configs = [triton.Config(dict(cfg), num_warps=1, num_stages=1)
