@@ -29,7 +29,7 @@ from ascend_model import ES, shape_info  # noqa: E402
 
 import inductor_ext  # noqa: E402,F401  (registers the targets)
 from inductor_ext.plan import DeviceInfo, PlanOptions, planner_for  # noqa: E402
-from inductor_ext.plan import tuning as tuning_mod  # noqa: E402
+from inductor_ext.plan import knobs as tuning_mod  # noqa: E402
 from inductor_ext.targets.ascend import cost as ascend_cost  # noqa: E402
 from inductor_ext.targets.ascend import plan as ascend_plan  # noqa: E402
 from tests.support import npu_socs  # noqa: E402

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from common import Block, check_device, description  # noqa: E402
 
 import inductor_ext  # noqa: E402
-from inductor_ext import scheduling as backend_mod  # noqa: E402
+from inductor_ext import backend_wrapper as backend_mod  # noqa: E402
 from inductor_ext.codegen import precompile  # noqa: E402
 from inductor_ext.scheduler import hook  # noqa: E402
 

@@ -463,7 +463,7 @@ def apply_setting(setting: str) -> None:
     """`--setting 'knob=value;...'`: CUDA tuning knobs for every compile of this run
     (through `inductor_ext.config.tuning`, part of the cache key); a bad one exits naming
     it."""
-    from inductor_ext.plan.tuning import parse_settings
+    from inductor_ext.plan.knobs import parse_settings
 
     if not setting.strip():
         return  # nothing to change (and nothing left set for later compiles in the process)

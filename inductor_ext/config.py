@@ -64,7 +64,7 @@ exclude_norm_classes: list[str] = []
 
 #: Tuning knobs per target (`{"cuda": {"register_tile": 16}}`), over the defaults of
 #: `CudaTuning` (targets/cuda/tuning.py) and `AscendTuning` (targets/ascend/tuning.py),
-#: each checked against its range (`inductor_ext.plan.tuning`); part of the cache key like
+#: each checked against its range (`inductor_ext.plan.knobs`); part of the cache key like
 #: every option.
 tuning: dict = {}
 
@@ -105,7 +105,7 @@ def check(name: str, value: object) -> None:
             raise bad("a list of class names or fnmatch patterns on them, as str without a "
                       "module path ('LayerNorm', 'LlamaRMSNorm', '*RMSNorm')")
     elif name == "tuning":
-        planning.tuning.validate(value)
+        planning.knobs.validate(value)
 
 
 def checked(changes: dict[str, Any], where: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import compat
 from . import config as ext_config
-from .plan import tuning as tuning_mod
+from .plan import knobs as tuning_mod
 from .plan.options import PlanOptions
 
 

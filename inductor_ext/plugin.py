@@ -18,7 +18,7 @@ import pathlib
 import weakref
 from typing import Any
 
-from . import cache_hits, compat, on_enable, scheduling
+from . import backend_wrapper, cache_hits, compat, on_enable
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass, inductor_config
 from .ir import unsplit
@@ -50,7 +50,7 @@ class MixOrderPass(CustomSchedulerPass):
     def __call__(self, nodes: list[BaseSchedulerNode]) -> list[BaseSchedulerNode]:
         with self._options_in_force():
             ext_config.validate()  # a bad option is the user's error: raise, don't fall back
-            return hook.run(nodes, scheduling.install_backend_wrapper)
+            return hook.run(nodes, backend_wrapper.install_backend_wrapper)
 
     def _options_in_force(self) -> contextlib.AbstractContextManager[Any]:
         if not self._overrides:

@@ -21,7 +21,7 @@ from inductor_ext.plan import (
     ShapeInfo,
     assume_device,
 )
-from inductor_ext.plan import tuning as tuning_mod
+from inductor_ext.plan import knobs as tuning_mod
 from inductor_ext.targets.ascend.tuning import AscendTuning
 from inductor_ext.targets.cuda import plan as cuda_plan
 from inductor_ext.targets.cuda.tuning import CudaTuning

@@ -1,4 +1,4 @@
-"""Every tuning knob declares its range beside its default (`plan.tuning.knob`), and a value
+"""Every tuning knob declares its range beside its default (`plan.knobs.knob`), and a value
 out of it is one ValueError naming the knob where it is set, not a failure deep inside a
 compile (issue 61)."""
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 import inductor_ext
-from inductor_ext.plan import tuning as tuning_mod
+from inductor_ext.plan import knobs as tuning_mod
 from inductor_ext.targets.ascend.tuning import AscendTuning
 from inductor_ext.targets.cuda.tuning import CudaTuning
 

@@ -95,7 +95,7 @@ def codegen_mix_order(scheduling: TritonScheduling, node: MixOrderNode,
         src_code = kernel.codegen_kernel()
     final_step = finalize.prepare(kernel, src_code) if generated_final else None
     # Compiled before anything reaches the wrapper: a kernel that does not compile falls
-    # back here (inductor_ext/scheduling.py's `_codegen_or_fallback`) instead of failing
+    # back here (inductor_ext/backend_wrapper.py's `_codegen_or_fallback`) instead of failing
     # when the wrapper loads.
     precompile.compile_now(src_code)
     if final_step is not None:

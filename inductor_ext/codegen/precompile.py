@@ -2,7 +2,7 @@
 
 The wrapper compiles its kernels when it is loaded, after every scheduling decision is
 final: a fused kernel that fails to compile there breaks the step. Compiled here, during
-codegen and inside the fallback of inductor_ext/scheduling.py (`_codegen_or_fallback`), a
+codegen and inside the fallback of inductor_ext/backend_wrapper.py (`_codegen_or_fallback`), a
 failure leaves Inductor's (or the vendor backend's) own kernels for that group, one warning and an
 `internal_error` decline.
 

@@ -43,7 +43,7 @@ class Rewrite:
     fn: Callable[..., str]
     required: bool = False  # a miss raises RewriteMissed instead of keeping the text
     #: whose text: "inductor", or the name of the vendor scheduling whose kernel class
-    #: writes it (`schedulings.VendorScheduling.name`)
+    #: writes it (`families.SchedulingFamily.name`)
     backend: str = "inductor"
 
 

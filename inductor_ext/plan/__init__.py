@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import tuning as tuning_mod
+from . import knobs as tuning_mod
 from .device import DeviceInfo, assume_device, assumed_devices, device_info
 from .options import PlanOptions
 from .types import PROGRAMS_KEY, ROW_VECTOR_KEY, FinalizeBlock, LaunchPlan, ShapeInfo

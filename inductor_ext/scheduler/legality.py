@@ -16,7 +16,7 @@ import sympy
 import torch
 
 from .. import compat
-from ..codegen import schedulings
+from ..codegen import families
 from ..compat import BaseSchedulerNode, LoopBody, SchedulerNode, V, ir
 from ..ir.combine import accumulator_dtype
 from ..plan import Planner
@@ -391,7 +391,7 @@ def backend_reason(inner: BaseSchedulerNode) -> tuple[Reason, str] | None:
     if sched is None or device is None:
         return Reason.UNSUPPORTED_BACKEND, "no scheduler or device"
     backend = sched.get_backend(device)
-    detail = schedulings.unsupported(backend)
+    detail = families.unsupported(backend)
     if detail:
         return Reason.UNSUPPORTED_BACKEND, detail
     if compat.triton_scheduling_of(backend) is None:
@@ -429,6 +429,6 @@ def unsupported_backends(nodes: Sequence[BaseSchedulerNode]) -> list[str]:
     if sched is None:
         return []
     devices = {node.get_device() for node in nodes if node.is_reduction()} - {None}
-    details = (schedulings.unsupported(sched.get_backend(d))
+    details = (families.unsupported(sched.get_backend(d))
                for d in sorted(devices, key=str))
     return [d for d in details if d]

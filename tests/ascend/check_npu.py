@@ -252,7 +252,7 @@ def same_plans_as_8192() -> list[str]:
     from ascend_model import ES, shape_info
 
     from inductor_ext.plan import DeviceInfo, PlanOptions, planner_for
-    from inductor_ext.plan import tuning as tuning_mod
+    from inductor_ext.plan import knobs as tuning_mod
 
     planner = planner_for("ascend")
     tuning, options = tuning_mod.make("ascend", {}), PlanOptions()

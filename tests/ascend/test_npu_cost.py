@@ -29,7 +29,7 @@ from cost_cases import COST_CASES, TIMES, decisions, roofline_expectation
 
 import inductor_ext
 from inductor_ext.plan import DeviceInfo, PlanOptions, ShapeInfo
-from inductor_ext.plan import tuning as tuning_mod
+from inductor_ext.plan import knobs as tuning_mod
 from inductor_ext.targets.ascend import cost
 from inductor_ext.targets.ascend import plan as ascend_plan
 from inductor_ext.targets.ascend.tuning import AscendTuning

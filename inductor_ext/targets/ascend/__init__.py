@@ -6,12 +6,12 @@ table), the SoC facts torch_npu reports, and the decorator of its launches
 import torch
 
 from ... import on_enable
-from ...codegen import schedulings
+from ...codegen import families
 from ...codegen.flavor import register as register_flavor
 from ...plan import Planner, register_planner
 from ...plan.device import register_device_query
 from ...scheduler import externs
-from . import device, kernel, npu, plan, rms_norm_decomp
+from . import device_query, kernel, npu, plan, rms_norm_decomp
 from .flavor import AscendFlavor
 from .tuning import AscendTuning
 
@@ -20,8 +20,8 @@ register_planner(Planner("ascend", plan.fits, plan.plan, plan.profitable, (torch
                          segments=plan.with_segments, serves=npu.serves, device_types=("npu",),
                          tuning=AscendTuning, device_support=plan.device_support))
 register_flavor(AscendFlavor())
-register_device_query(device.device_info)
-schedulings.register(schedulings.VendorScheduling(
+register_device_query(device_query.device_info)
+families.register(families.SchedulingFamily(
     kernel.SCHEDULING_NAME, adapter_for=kernel.adapter_for, unsupported=npu.unsupported_detail))
 externs.register_hint(rms_norm_decomp.OP_NAME, rms_norm_decomp.extern_hint)
 # torch_npu loaded first: config.decompose_npu_rms_norm can act from the first compile; else

@@ -58,7 +58,7 @@ from . import npu, torch_npu_seams
 #: The decorator our kernels carry instead of torch_npu's (targets/ascend/npu_autotune.py).
 DECORATOR = "npu_mix_order_autotune"
 _DECORATOR_IMPORT = f"from inductor_ext.targets.ascend.npu_autotune import {DECORATOR}"
-#: The scheduling family of torch_npu's backend (codegen.schedulings), and whose text the
+#: The scheduling family of torch_npu's backend (codegen.families), and whose text the
 #: `npu_decorator` rewrite edits.
 SCHEDULING_NAME = "torch_npu"
 

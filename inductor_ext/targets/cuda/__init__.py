@@ -6,7 +6,7 @@ import torch
 from ...codegen.flavor import register as register_flavor
 from ...plan import Planner, register_planner
 from ...plan.device import register_device_query
-from . import device, plan
+from . import device_query, plan
 from .flavor import CudaFlavor
 from .tuning import CudaTuning
 
@@ -14,4 +14,4 @@ register_planner(Planner("cuda", plan.fits, plan.plan, plan.profitable,
                          (torch.float32, torch.float64), plan.with_segments,
                          device_types=("cuda",), tuning=CudaTuning))
 register_flavor(CudaFlavor())
-register_device_query(device.device_info)
+register_device_query(device_query.device_info)

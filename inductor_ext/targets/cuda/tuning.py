@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ...plan.tuning import Tuning, knob
+from ...plan.knobs import Tuning, knob
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,11 @@
-"""The Triton schedulings the fused kernel is built on: Inductor's own, and the vendor
-backends a target registers (Ascend's), each with the adapter that builds on it and the
-reason it declines the variants it cannot serve."""
+"""The scheduling families the fused kernel is built on: Inductor's own Triton scheduling,
+and a vendor's (Ascend's) that a target registers, each with the adapter that builds on
+it and the reason it declines the variants it cannot serve.
+
+A family is the second axis beside the target: the target (targets/, planning and the
+code flavor) is chosen once per group by the scheduler hook and carried in the plan; the
+family is whatever scheduling Inductor gave the device, and decides which kernel class
+the fused kernel is mixed into."""
 
 from __future__ import annotations
 
@@ -15,8 +20,8 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class VendorScheduling:
-    """A vendor backend's schedulings, as a target registers them."""
+class SchedulingFamily:
+    """A vendor's family of Triton schedulings, as a target registers it."""
 
     name: str
     #: The adapter for a scheduling of this vendor's that the target serves; None otherwise.
@@ -25,17 +30,17 @@ class VendorScheduling:
     unsupported: Callable[[object], str | None]
 
 
-_VENDORS: dict[str, VendorScheduling] = {}
+_FAMILIES: dict[str, SchedulingFamily] = {}
 
 
-def register(vendor: VendorScheduling) -> VendorScheduling:
-    _VENDORS[vendor.name] = vendor
+def register(vendor: SchedulingFamily) -> SchedulingFamily:
+    _FAMILIES[vendor.name] = vendor
     return vendor
 
 
 def adapter_for(scheduling: TritonScheduling) -> KernelAdapter:
     """The adapter of a device's Triton scheduling: a vendor's, else Inductor's own."""
-    for vendor in _VENDORS.values():
+    for vendor in _FAMILIES.values():
         adapter = vendor.adapter_for(scheduling)
         if adapter is not None:
             return adapter
@@ -44,7 +49,7 @@ def adapter_for(scheduling: TritonScheduling) -> KernelAdapter:
 
 def unsupported(scheduling: object) -> str | None:
     """Why the plugin cannot generate through this device scheduling (None: it can)."""
-    for vendor in _VENDORS.values():
+    for vendor in _FAMILIES.values():
         why = vendor.unsupported(scheduling)
         if why is not None:
             return why

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from . import compat
-from .codegen import schedulings
+from .codegen import families
 from .codegen.driver import codegen_mix_order
 from .compat import FusedSchedulerNode, Scheduler, TritonScheduling
 from .diagnostics import decline, warn_once
@@ -44,7 +44,7 @@ def _codegen_or_fallback(sched: Scheduler, triton_sched: TritonScheduling,
                          original: Callable[..., None],
                          node: MixOrderNode) -> None:
     try:
-        adapter = schedulings.adapter_for(triton_sched)
+        adapter = families.adapter_for(triton_sched)
         codegen_mix_order(triton_sched, node, adapter)
         return
     except Exception as exc:
