@@ -17,7 +17,7 @@ from .codegen import families
 from .codegen.driver import codegen_mix_order
 from .compat import FusedSchedulerNode, Scheduler, TritonScheduling
 from .diagnostics import decline, warn_once
-from .ir.node import MixOrderNode
+from .groups.node import MixOrderNode
 from .reasons import Reason
 
 

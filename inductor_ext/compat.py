@@ -7,7 +7,7 @@ inside the functions that edit them, and __main__.py reads Inductor's config to 
 So a new torch release means reading this file and those two. A vendor's Inductor backend
 differs by its own releases: those seams live in its target's folder (targets/ascend/
 has its own). This module holds seams and the version shims behind
-them, not features: what is built on them lives with its user (ir/unsplit.py records split
+them, not features: what is built on them lives with its user (groups/unsplit.py records split
 reductions through `after_split_reduction`, cache_hits.py logs FX-cache hits through
 `after_fx_cache_hit`).
 """
@@ -236,7 +236,7 @@ def after_fx_cache_hit(on_hit: Callable[[Mapping[str, int] | None], None]) -> bo
 
 def computed_buffer_for(record: Any, name: str) -> ir.ComputedBuffer:
     """A throw-away ComputedBuffer of the reduction `record` describes (an
-    ir.unsplit.UnsplitReduction: a split reduction before the split), used only for its
+    groups.unsplit.UnsplitReduction: a split reduction before the split), used only for its
     LoopBody."""
     data = ir.Reduction(
         device=record.device,

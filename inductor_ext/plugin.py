@@ -21,7 +21,7 @@ from typing import Any
 from . import backend_wrapper, cache_hits, compat, on_enable
 from . import config as ext_config
 from .compat import BaseSchedulerNode, CustomSchedulerPass, inductor_config
-from .ir import unsplit
+from .groups import unsplit
 from .logs import log
 from .scheduler import hook
 

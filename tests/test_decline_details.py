@@ -14,7 +14,7 @@ from torch import nn
 
 import inductor_ext
 from inductor_ext import diagnostics, report
-from inductor_ext.ir.attribution import Attribution
+from inductor_ext.groups.attribution import Attribution
 from inductor_ext.scheduler import hook
 from tests.support import tables as tables_
 from tests.support.reference import assert_close

@@ -14,8 +14,8 @@ import inductor_ext
 from inductor_ext import diagnostics
 from inductor_ext import plan as planning
 from inductor_ext.codegen import row_loop
+from inductor_ext.groups import bodies as reorder
 from inductor_ext.interpreter import cpu_interpret
-from inductor_ext.ir import bodies as reorder
 from inductor_ext.scheduler import hook
 from tests.support.poison import poisoned_allocations
 from tests.support.reference import (

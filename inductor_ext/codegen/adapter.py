@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import compat
 from ..compat import SIMDKernelFeatures, TritonKernel, TritonScheduling
-from ..ir.node import MixOrderNode
+from ..groups.node import MixOrderNode
 from ..plan import LaunchPlan
 from .column_body import ColumnBody
 from .flavor import get_flavor

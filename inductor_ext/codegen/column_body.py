@@ -1,5 +1,5 @@
 """A column reduction's loop body bound to the fused kernel's (row, column) axes, so that it
-runs inside the row loop beside the row reduction (the reordering itself: ir/bodies.py)."""
+runs inside the row loop beside the row reduction (the reordering itself: groups/bodies.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sympy
 
 from .. import compat
 from ..compat import LoopBody, SchedulerNode
-from ..ir import bodies
-from ..ir.column import ColumnReduction
+from ..groups import bodies
+from ..groups.column import ColumnReduction
 
 
 @dataclasses.dataclass

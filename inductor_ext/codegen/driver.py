@@ -20,7 +20,7 @@ from ..compat import (
     TritonScheduling,
     V,
 )
-from ..ir.node import MixOrderNode
+from ..groups.node import MixOrderNode
 from ..plan import LaunchPlan
 from . import finalize, precompile
 from .adapter import INDUCTOR_ADAPTER, KernelAdapter

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from ..compat import Placeholder, V, inductor_metrics, triton_pointer_type, triton_type
-from ..ir.combine import COMBINE, TL_REDUCE
+from ..groups.combine import COMBINE, TL_REDUCE
 from ..plan import FinalizeBlock, LaunchPlan
 from ..runtime import autotune
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import compat
 from ..compat import IndentedBuffer, V, ir
-from ..ir.combine import ATEN_REDUCE, COMBINE
+from ..groups.combine import ATEN_REDUCE, COMBINE
 from ..plan import LaunchPlan
 from .flavor import TargetFlavor
 from .workspace import Workspace

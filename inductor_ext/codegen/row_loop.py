@@ -24,7 +24,7 @@ from ..compat import (
     TritonKernel,
     V,
 )
-from ..ir.combine import COMBINE, TL_REDUCE
+from ..groups.combine import COMBINE, TL_REDUCE
 from ..plan import PROGRAMS_KEY, LaunchPlan
 from ..runtime import autotune
 from . import column_tiles, rewrites

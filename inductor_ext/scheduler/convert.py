@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..compat import BaseSchedulerNode, FusedSchedulerNode, Scheduler
 from ..coverage import GraphCoverage
-from ..ir.node import MixOrderNode, Verdict
+from ..groups.node import MixOrderNode, Verdict
 from ..plan.types import LaunchPlan, ShapeInfo
 from .match import Candidate
 

@@ -25,7 +25,7 @@ import sympy
 
 from ..compat import BaseSchedulerNode
 from ..diagnostics import warn_once
-from ..ir.attribution import Attribution
+from ..groups.attribution import Attribution
 from . import origin
 
 #: Per op name ("npu::npu_rms_norm_backward"): what the user can do about it, asked at each

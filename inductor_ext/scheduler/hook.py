@@ -23,8 +23,8 @@ from .. import plan as planning
 from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
 from ..coverage import GraphCoverage, listed
 from ..diagnostics import graph_id, warn_once
-from ..ir.column import ColumnReduction
-from ..ir.node import Verdict
+from ..groups.column import ColumnReduction
+from ..groups.node import Verdict
 from ..logs import log
 from ..plan import LaunchPlan, ShapeInfo
 from ..reasons import Reason
@@ -384,7 +384,7 @@ def _free_cast(sched: Scheduler, col: ColumnReduction, inner_ops: set[str]
                ) -> SchedulerNode | None:
     """The cast the final step may write (`cast_consumer`), unless that node belongs to a
     group's row side or to a kernel this pass already fused."""
-    from ..ir.node import MixOrderNode
+    from ..groups.node import MixOrderNode
 
     cast = cast_consumer(sched, col)
     if cast is None or cast.get_name() in inner_ops:

@@ -18,7 +18,7 @@ import torch
 from .. import compat
 from ..codegen import families
 from ..compat import BaseSchedulerNode, LoopBody, SchedulerNode, V, ir
-from ..ir.combine import accumulator_dtype
+from ..groups.combine import accumulator_dtype
 from ..plan import Planner
 from ..reasons import Reason
 from . import phrases
@@ -46,7 +46,7 @@ def check_segments(col: ColumnReduction, segments: sympy.Expr, M: sympy.Expr,
     """(reason, detail) if the segmented column `col` ([B, T, N] -> [B, N], B =
     `segments`) cannot ride an [M, N] row reduction's per-sample row loop (`interleaved`:
     the samples are the pieces of a split row, see bodies.segmented_body)."""
-    from ..ir.bodies import segmented_body
+    from ..groups.bodies import segmented_body
 
     if not isinstance(segments, (int, sympy.Integer)):
         return Reason.DYNAMIC_SEGMENTS, (f"{phrases.column(col)} reduces per sample over "
@@ -283,7 +283,7 @@ def _segmented_reads_element(body: LoopBody, iter_sizes: list[sympy.Expr],
                              interleaved: bool = False) -> bool:
     """A segmented column's loads of `name`, at the kernel's (row, column) and simplified
     as codegen does, are all [row, column] (or [row])."""
-    from ..ir.bodies import segmented_body
+    from ..groups.bodies import segmented_body
 
     seg = segmented_body(body, iter_sizes, red_sizes, segments, M, N, interleaved)
     if seg is None:

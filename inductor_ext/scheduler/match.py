@@ -3,7 +3,7 @@
 After Inductor's own fusion, the row reduction (dx of a norm backward) is a node whose group
 is (M, N); each column reduction (dw, db) is a sub-node reducing over M for N outputs —
 either directly, or split by Inductor into partial sums plus a final sum, which we see
-through the unsplit record kept by :mod:`inductor_ext.ir.unsplit`. Which column joins which
+through the unsplit record kept by :mod:`inductor_ext.groups.unsplit`. Which column joins which
 row is decided in ``assign.py``.
 """
 
@@ -16,10 +16,10 @@ import sympy
 
 from .. import compat
 from ..compat import BaseSchedulerNode, Scheduler, SchedulerNode, V
-from ..ir import unsplit
-from ..ir.attribution import Attribution
-from ..ir.column import ColumnReduction, column_loop_body, size_hint
-from ..ir.unsplit import UnsplitReduction
+from ..groups import unsplit
+from ..groups.attribution import Attribution
+from ..groups.column import ColumnReduction, column_loop_body, size_hint
+from ..groups.unsplit import UnsplitReduction
 from ..plan import Planner
 from ..reasons import Reason
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..ir.attribution import Attribution
+from ..groups.attribution import Attribution
 
 if TYPE_CHECKING:
     from ..compat import BaseSchedulerNode

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..compat import BaseSchedulerNode, Scheduler
-from ..ir.column import ColumnReduction
+from ..groups.column import ColumnReduction
 from . import origin
 from .origin import Origin
 

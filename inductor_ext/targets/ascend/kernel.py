@@ -47,10 +47,10 @@ from ...compat import (
     TritonScheduling,
     V,
 )
-from ...ir import bodies
-from ...ir.column import size_hint
-from ...ir.combine import TL_REDUCE
-from ...ir.node import MixOrderNode
+from ...groups import bodies
+from ...groups.column import size_hint
+from ...groups.combine import TL_REDUCE
+from ...groups.node import MixOrderNode
 from ...plan import LaunchPlan
 from ...runtime import autotune
 from . import npu, torch_npu_seams

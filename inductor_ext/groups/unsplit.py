@@ -5,7 +5,7 @@ sums over chunks of rows, then a sum of the partials. Our fused kernel wants the
 single reduction, so while the plugin is enabled we remember, per intermediate buffer, the
 reduction it was split from. Recording is passive: it never changes what Inductor emits.
 The plugin installs the hook (`install_lowering_hooks`); the scheduler's matcher reads the
-records and ir/column.py rebuilds the unsplit loop body from them.
+records and groups/column.py rebuilds the unsplit loop body from them.
 """
 
 from __future__ import annotations
