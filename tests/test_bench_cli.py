@@ -576,12 +576,12 @@ def test_merge_without_parts_is_one_line_and_exit_2(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "h100_session.sh: no stage given"),
-    (["bogus"], "h100_session.sh: unknown stage 'bogus'"),
-    (["sweep"], "h100_session.sh: sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '')"),
+    ([], "gpu_session.sh: no stage given"),
+    (["bogus"], "gpu_session.sh: unknown stage 'bogus'"),
+    (["sweep"], "gpu_session.sh: sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '')"),
     (["sweep", "4/4"], "sweep needs K/P with 0 <= K < P, e.g. 'sweep 0/4' (got '4/4')"),
 ])
-def test_h100_session_without_a_stage_prints_usage_and_creates_nothing(tmp_path, args,
+def test_gpu_session_without_a_stage_prints_usage_and_creates_nothing(tmp_path, args,
                                                                        message):
     """A call without a stage (or a wrong one, or sweep without K/P): what is wrong, the
     usage, exit 2; no python run (PYTHON is `false`) and no $OUT folder."""
@@ -589,27 +589,27 @@ def test_h100_session_without_a_stage_prints_usage_and_creates_nothing(tmp_path,
 
     env = {**os.environ, "PYTHON": "false"}
     env.pop("OUT", None)
-    res = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), *args], cwd=tmp_path,
+    res = subprocess.run(["bash", str(ROOT / "bench" / "gpu_session.sh"), *args], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res.stderr
     err = res.stderr.splitlines()
-    assert message in err[0] and err[1].startswith("usage: bash bench/h100_session.sh STAGE")
+    assert message in err[0] and err[1].startswith("usage: bash bench/gpu_session.sh STAGE")
     assert "sweep K/P" in res.stderr and "line " not in res.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-def test_h100_session_without_cuda_says_so_and_creates_nothing(tmp_path):
+def test_gpu_session_without_cuda_says_so_and_creates_nothing(tmp_path):
     import subprocess
 
     env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
     env.pop("OUT", None)
-    res = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), "host"],
+    res = subprocess.run(["bash", str(ROOT / "bench" / "gpu_session.sh"), "host"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1
-    assert res.stderr.strip() == ("h100_session.sh: no CUDA device here; these stages "
+    assert res.stderr.strip() == ("gpu_session.sh: no CUDA device here; these stages "
                                   "measure on a GPU")
     assert list(tmp_path.iterdir()) == []
-    help_ = subprocess.run(["bash", str(ROOT / "bench" / "h100_session.sh"), "--help"],
+    help_ = subprocess.run(["bash", str(ROOT / "bench" / "gpu_session.sh"), "--help"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert help_.returncode == 0 and help_.stdout.startswith("usage: ")
 

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The open issues' GPU measurements, in stages that each fit one 10-minute device call
-# (bench/README.md, "An H100 session"). Results and logs go to $OUT (default ./h100_out).
+# (bench/README.md, "A GPU session"). Results and logs go to $OUT (default ./gpu_out).
 # Every bench checks its gradients against a reference before it times anything.
 #
-#   bash bench/h100_session.sh models [M,M]  # 7 models (or those named), declines logged
-#   bash bench/h100_session.sh kernels    # the 16 bench cases (with Liger) + DiT blocks
-#   bash bench/h100_session.sh heldout    # cost model on shapes it was not fitted on
-#   bash bench/h100_session.sh diagnose   # Qwen3's and T5's kernels, profiled in turns
-#   bash bench/h100_session.sh host       # host time per backward call, no CUDA graphs
-#   bash bench/h100_session.sh sweep K/P  # part K of P of the full calibration sweep
+#   bash bench/gpu_session.sh models [M,M]  # 7 models (or those named), declines logged
+#   bash bench/gpu_session.sh kernels    # the 16 bench cases (with Liger) + DiT blocks
+#   bash bench/gpu_session.sh heldout    # cost model on shapes it was not fitted on
+#   bash bench/gpu_session.sh diagnose   # Qwen3's and T5's kernels, profiled in turns
+#   bash bench/gpu_session.sh host       # host time per backward call, no CUDA graphs
+#   bash bench/gpu_session.sh sweep K/P  # part K of P of the full calibration sweep
 #
 # Liger: pip-installed if its wheel is in .whl/ (the GPU machine has no network).
 set -euo pipefail
 usage() {
   cat <<'EOF'
-usage: bash bench/h100_session.sh STAGE [ARG]   (PYTHON=.venv/bin/python, OUT=./h100_out)
+usage: bash bench/gpu_session.sh STAGE [ARG]   (PYTHON=.venv/bin/python, OUT=./gpu_out)
   models [M,M]   bench_models.py: 7 models (or those named), declines logged
   kernels        bench_norm_bwd.py (16 cases, with Liger) + bench_dit.py
   heldout        sweep_cost_model.py --grid heldout, strided, twins
@@ -25,7 +25,7 @@ Results and logs go to $OUT, created only once the stage and a CUDA device are c
 EOF
 }
 # Everything is checked before $OUT is created: a wrong call leaves nothing behind.
-fail() { echo "h100_session.sh: $1" >&2; usage >&2; exit 2; }
+fail() { echo "gpu_session.sh: $1" >&2; usage >&2; exit 2; }
 case ${1:-} in
   -h|--help) usage; exit 0 ;;
   "") fail "no stage given" ;;
@@ -38,8 +38,8 @@ stage=$1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 PY=${PYTHON:-python}
 $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else \
-'h100_session.sh: no CUDA device here; these stages measure on a GPU')"
-OUT=${OUT:-$PWD/h100_out}
+'gpu_session.sh: no CUDA device here; these stages measure on a GPU')"
+OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" > /dev/null; then
   $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
