@@ -94,8 +94,9 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, 
     """(variant, op, M, N, dtype, weights' dtype) -> its longest kernel's counters (`us`,
     `dram_pct`, `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
     `ncu --csv --page raw` output of ncu_backward.py (its case lines and the CSV in one
-    file). Kernels follow the cases in order; every case of a file must have run the
-    same number of kernels (one variant a run), or the file is refused."""
+    file). Kernels follow the cases in order: a `copy` case ran its add's one kernel, and
+    every other case of a file must have run the same number of kernels, or the file is
+    refused."""
     with open(path) as f:
         lines = f.read().splitlines()
     labels = [m.groups() for line in lines if (m := NCU_CASE.match(line.strip()))]
@@ -103,23 +104,29 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, 
         line for line in lines if line.startswith('"')))))
     units = next((row for row in table if not row.get("ID")), {})
     kernels = [row for row in table if str(row.get("ID", "")).isdigit()]
-    if not labels or len(kernels) % len(labels):
+    copies = sum(label[0] == "copy" for label in labels)
+    compiled = len(labels) - copies
+    if not labels or (len(kernels) - copies) % max(compiled, 1) \
+            or (not compiled and len(kernels) != copies):
         raise ValueError(f"{path}: {len(kernels)} kernels for {len(labels)} cases; each case "
-                         "must have run the same number of kernels")
-    per = len(kernels) // len(labels)
+                         "but a copy must have run the same number of kernels")
+    per = (len(kernels) - copies) // max(compiled, 1)
     scale = NCU_UNITS.get(units.get("gpu__time_duration.sum", ""), 1e-3)
     out = {}
-    for i, (variant, op, M, N, dtype, wdtype) in enumerate(labels):
+    start = 0
+    for variant, op, M, N, dtype, wdtype in labels:
+        count = 1 if variant == "copy" else per
         counted = [{**{name: ncu_value(k[metric]) * (scale if name == "us" else 1.0)
                        for metric, name in NCU_METRICS.items()},
                     **{name: ncu_value(k[metric])
                        for metric, name in NCU_LAUNCH.items() if k.get(metric)}}
-                   for k in kernels[i * per:(i + 1) * per]]
+                   for k in kernels[start:start + count]]
+        start += count
         main = max(counted, key=lambda k: k["us"])
         x_dtype = SWEEP_DTYPE.get(dtype, dtype)
         w_dtype = x_dtype if wdtype is None else SWEEP_DTYPE.get(wdtype, wdtype)
         out[(variant, op, int(M), int(N), x_dtype, w_dtype)] = {
-            **main, "kernels_us": sum(k["us"] for k in counted), "kernels": per}
+            **main, "kernels_us": sum(k["us"] for k in counted), "kernels": count}
     return out
 
 
