@@ -341,3 +341,19 @@ def test_ncu_names_the_config_its_own_compile_ran(tmp_path):
         "501 programs of 4 warps, 127 registers"
     assert roofline.ncu_config({"warps": "", "regs": ""}, main) == ""  # declined: no pick
     assert roofline.ncu_config({"warps": 8, "regs": 64}, {"us": 1.0}) == ""  # not recorded
+
+
+def test_one_ncu_file_holds_the_adds_and_a_compiled_variant(tmp_path):
+    """ncu_backward.py --variants copy,inductor_ext writes one file: each copy case ran its
+    add's one kernel, then each compiled case its own (here 2): both join their cases."""
+    both = tmp_path / "both.csv"
+    _ncu_file(both, ["copy rms 1024x4096 bfloat16", "copy ln 2048x4096 bfloat16",
+                     "inductor_ext rms 1024x4096 bfloat16", "inductor_ext ln 2048x4096 bfloat16"],
+              [("add", 11_000, 55.0, 59.0), ("add", 20_000, 70.0, 60.0),
+               ("fused", 14_000, 54.0, 49.0), ("final", 5_000, 33.0, 31.0),
+               ("fused", 30_000, 80.0, 50.0), ("final", 6_000, 30.0, 30.0)])
+    cases = roofline.ncu_cases(str(both))
+    assert cases[("copy", "ln", 2048, 4096, "bf16", "bf16")]["us"] == 20.0
+    assert cases[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")] == pytest.approx(
+        {"us": 14.0, "dram_pct": 54.0, "warps_pct": 49.0, "kernels_us": 19.0, "kernels": 2})
+    assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "bf16")]["kernels_us"] == 36.0
