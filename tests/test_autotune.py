@@ -362,7 +362,7 @@ def test_fewer_programs_leave_workspace_rows_the_final_step_skips(cuda_knobs, pl
     monkeypatch.setattr(cuda_plan, "with_program_counts",
                         lambda configs, choices, scaled=None: counts(
                             configs, tuple(reversed(choices)), scaled))
-    M, N = 3072, 40
+    M, N = 1024, 40
     x = torch.randn(M, N, requires_grad=True)
     w = torch.randn(N, requires_grad=True)
     params = [w] if norm == "rms" else [w, torch.randn(N, requires_grad=True)]

@@ -48,8 +48,10 @@ def test_layer_norm_backward(plugin, bias):
 
 
 def test_split_column_reduction(plugin):
-    """Long M: Inductor splits dw into partial + final sums; we fuse the unsplit form."""
-    M, N = 4096, 32
+    """Long M: Inductor splits dw into partial + final sums; we fuse the unsplit form.
+    3072 rows: 48 row blocks of 64, more than either flavor's programs (CUDA 8, Ascend 40),
+    so programs walk several row blocks."""
+    M, N = 3072, 32
     x = torch.randn(M, N, requires_grad=True)
     w = torch.randn(N, requires_grad=True)
     _check_norm(rms_norm, x, [w])
@@ -193,9 +195,10 @@ def test_cuda_register_tiled_layer_norm(plugin, cuda_knobs, flavor, N, dtype):
 @pytest.mark.parametrize("op", ["rms", "ln"])
 def test_float64_accumulates_in_float64(plugin, flavor, op):
     """float64 column partials stay float64 through the workspace and the final step (fp32
-    partials cost 9 digits: dw 1.3e-7); the Ascend flavor, without float64 vector math,
-    declines them and stock Inductor keeps full precision."""
-    M, N = 1024, 64
+    partials cost 9 digits: dw 1.3e-7 over 1024 rows); the Ascend flavor, without float64
+    vector math, declines them and stock Inductor keeps full precision. 512 rows: CUDA's 8
+    programs, each with its workspace row, and Inductor's split dw on the Ascend flavor."""
+    M, N = 512, 64
     x = torch.randn(M, N, dtype=torch.float64, requires_grad=True)
     params = [torch.randn(N, dtype=torch.float64, requires_grad=True)]
     if op == "ln":
