@@ -33,15 +33,15 @@ class SchedulingFamily:
 _FAMILIES: dict[str, SchedulingFamily] = {}
 
 
-def register(vendor: SchedulingFamily) -> SchedulingFamily:
-    _FAMILIES[vendor.name] = vendor
-    return vendor
+def register(family: SchedulingFamily) -> SchedulingFamily:
+    _FAMILIES[family.name] = family
+    return family
 
 
 def adapter_for(scheduling: TritonScheduling) -> KernelAdapter:
     """The adapter of a device's Triton scheduling: a vendor's, else Inductor's own."""
-    for vendor in _FAMILIES.values():
-        adapter = vendor.adapter_for(scheduling)
+    for family in _FAMILIES.values():
+        adapter = family.adapter_for(scheduling)
         if adapter is not None:
             return adapter
     return INDUCTOR_ADAPTER
@@ -49,8 +49,8 @@ def adapter_for(scheduling: TritonScheduling) -> KernelAdapter:
 
 def unsupported(scheduling: object) -> str | None:
     """Why the plugin cannot generate through this device scheduling (None: it can)."""
-    for vendor in _FAMILIES.values():
-        why = vendor.unsupported(scheduling)
+    for family in _FAMILIES.values():
+        why = family.unsupported(scheduling)
         if why is not None:
             return why
     return None

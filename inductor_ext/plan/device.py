@@ -80,7 +80,7 @@ def device_info(device: torch.device) -> DeviceInfo:
         info = query(device)
         if info is not None:
             return info
-    return _queried(device)
+    return described_by_inductor(device)
 
 
 #: The targets' own queries (registered from their packages): the facts of a device only
@@ -94,9 +94,10 @@ def register_device_query(query: Callable[[torch.device], DeviceInfo | None]) ->
 
 
 @functools.cache
-def _queried(device: torch.device) -> DeviceInfo:
-    """A device no target's query knows: the CPU in the interpreter, or one Inductor
-    describes (cores, registers), with defaults for the rest."""
+def described_by_inductor(device: torch.device) -> DeviceInfo:
+    """What any device's facts start from: the CPU in the interpreter, or what Inductor's
+    DeviceProperties say (cores, registers), with defaults for the rest. A target's query
+    adds what only its runtime reports."""
     if device.type == "cpu":
         return DeviceInfo(type="cpu", name="cpu (Triton interpreter)",
                           cores=CPU_INTERPRETER_CORES, interpreted=True)

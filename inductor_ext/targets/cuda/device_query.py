@@ -4,12 +4,12 @@ reports, read once per device)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
 
-from ... import compat
-from ...plan.device import DeviceInfo
+from ...plan.device import DeviceInfo, described_by_inductor
 
 
 def device_info(device: torch.device) -> DeviceInfo | None:
@@ -21,26 +21,17 @@ def device_info(device: torch.device) -> DeviceInfo | None:
 
 @functools.cache
 def _queried(device: torch.device) -> DeviceInfo:
+    """Inductor's description of the device, with the facts only the CUDA driver and
+    Triton's report: name, L2, L1 / shared memory, DRAM bandwidth, capability."""
+    info = described_by_inductor(device)
     try:
-        props = compat.device_properties(device)
-    except Exception:  # no driver: defaults, planning still works
-        return DeviceInfo(type=device.type)
-    l2 = 40 * 2**20
-    name = ""
-    try:
-        cuda_props = torch.cuda.get_device_properties(device)
-        l2, name = int(cuda_props.L2_cache_size), cuda_props.name
-    except Exception:
-        pass
-    return DeviceInfo(
-        type=device.type, name=name,
-        cores=int(getattr(props, "multi_processor_count", 0) or 1),
-        l2_bytes=l2,
-        register_file_bytes=4 * int(getattr(props, "regs_per_multiprocessor", 0) or 65536),
-        l1_bytes=_l1_bytes(device),
-        dram_bytes_per_s=dram_bytes_per_s(device) or 2.0e12,
-        capability=((int(props.major or 0), int(getattr(props, "minor", 0) or 0))
-                    if not torch.version.hip else (0, 0)))
+        props = torch.cuda.get_device_properties(device)
+    except Exception:  # no driver: Inductor's description and defaults
+        return info
+    return dataclasses.replace(
+        info, name=props.name, l2_bytes=int(props.L2_cache_size), l1_bytes=_l1_bytes(device),
+        dram_bytes_per_s=dram_bytes_per_s(device) or info.dram_bytes_per_s,
+        capability=(0, 0) if torch.version.hip else (int(props.major), int(props.minor)))
 
 
 def _l1_bytes(device: torch.device) -> int:
