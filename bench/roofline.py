@@ -36,6 +36,7 @@ import csv
 import io
 import math
 import os
+import pathlib
 import re
 import statistics
 import sys
@@ -492,7 +493,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ncu", nargs="+", default=[], metavar="NCU_CSV",
                     help="ncu_backward.py outputs under ncu --csv --page raw (variants copy "
                          "and inductor_ext)")
+    ap.add_argument("--ncu-specs", default="", metavar="FILE",
+                    help="write the ncu_backward.py --cases specs (op:MxN:dtype[:wdtype]) of "
+                    "the shapes below their bar here, one line per device call")
+    ap.add_argument("--per-call", type=int, default=16, metavar="K",
+                    help="--ncu-specs: shapes per line (one ncu call each; default 16)")
     args = ap.parse_args(argv)
+    if args.per_call < 1:
+        ap.error(f"--per-call must be at least 1, not {args.per_call}")
     ncu: dict = {}
     for path in args.ncu:
         try:
@@ -522,7 +530,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(shapes, args.plot, args.title)
         print(f"wrote {args.plot}")
+    if args.ncu_specs:
+        specs = below_bar_specs(shapes)
+        lines = [",".join(specs[i:i + args.per_call])
+                 for i in range(0, len(specs), args.per_call)]
+        pathlib.Path(args.ncu_specs).write_text("".join(line + "\n" for line in lines))
+        print(f"wrote {args.ncu_specs}: {len(specs)} shapes below their bar, "
+              f"{len(lines)} ncu call(s)")
     return 0
+
+
+def below_bar_specs(shapes: list[dict]) -> list[str]:
+    """ncu_backward.py's case specs of the shapes below their bar, in the report's order
+    (the weights' dtype only where it is not x's)."""
+    out = []
+    for s in shapes:
+        if s["verdict"] != "FAIL":
+            continue
+        weights = "" if s["param_dtype"] == s["dtype"] else f":{s['param_dtype']}"
+        out.append(f"{s['op']}:{s['M']}x{s['N']}:{s['dtype']}{weights}")
+    return out
 
 
 if __name__ == "__main__":

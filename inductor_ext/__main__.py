@@ -19,8 +19,6 @@ without its driver libraries), and the check must still print everything else.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import importlib.util
 import os
 import platform
 import sys
@@ -31,20 +29,11 @@ import torch
 import torch._inductor.config as inductor_config
 
 from . import __version__, compat, config, devcheck, envvars, plan, plugin, targets
-
-
-def _dist_version(*names: str) -> str | None:
-    """The installed version of the first distribution of `names` (None: none is)."""
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
+from .distributions import installed_version
 
 
 def _triton_lines() -> Iterator[str]:
-    ascend = _dist_version("triton-ascend", "triton_ascend")
+    ascend = installed_version("triton-ascend", "triton_ascend")
     try:
         import triton
     except Exception as exc:  # a broken install is what the report is for
@@ -164,7 +153,7 @@ def environment() -> list[str]:
         *_triton_lines(),
         *(line for package in targets.VENDOR_PACKAGES
           for line in package.environment_lines()),
-        f"transformers: {_dist_version('transformers') or 'not installed'} (optional)",
+        f"transformers: {installed_version('transformers') or 'not installed'} (optional)",
         "devices:",
         *(f"  {line}" for line in _device_lines()),
         *_upstream_lines(),

@@ -19,7 +19,6 @@ import contextlib
 import copy
 import csv
 import dataclasses
-import importlib.metadata
 import os
 import platform
 import statistics
@@ -34,6 +33,7 @@ import torch
 
 from . import __version__, compat, config, metrics, plan, plugin, targets
 from .compat import inductor_config
+from .distributions import installed_version
 from .interpreter import INTERPRETER_HINT, cpu_interpret, interpreter_active
 
 #: Largest |got - ref| over largest |ref| allowed per dtype of the compared tensor: the
@@ -509,8 +509,8 @@ def table(rows: Sequence[Row], interpreted: bool) -> list[str]:
 
 def _versions() -> str:
     triton = str(getattr(sys.modules.get("triton"), "__version__", "?"))
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        triton += f" (triton-ascend {importlib.metadata.version('triton-ascend')})"
+    if (ascend := installed_version("triton-ascend")) is not None:
+        triton += f" (triton-ascend {ascend})"
     parts = [f"inductor_ext {__version__}", f"torch {torch.__version__}", f"triton {triton}"]
     parts += [f"{package.name} {version}" for package in targets.VENDOR_PACKAGES
               if (version := package.loaded_version()) is not None]

@@ -240,6 +240,16 @@ def test_column_groups_split_the_row_tiles(plugin, cuda_knobs, norm, dtype, row_
     assert f"'fixed_grid': ['{2 * programs}', '1', '1']" in fused
 
 
+def test_the_row_sum_loop_asks_for_pipelining_stages(plugin, cuda_knobs):
+    """The grouped row-sum loop carries the tuning's stages and unroll factor as tl.range
+    arguments, and the gradients stay right (the interpreter runs the loop as written).
+    LayerNorm's two sums take the unroll only past the default column limit."""
+    cuda_knobs(register_tile=64, column_groups=2, grouped_row_sum_stages=3,
+               grouped_row_sum_unroll=2, grouped_row_sum_unroll_max_columns=2)
+    fused, _ = _grouped_kernel(layer_norm, 75, 500, torch.float32)
+    assert "for r0_tile in tl.range(0, 8, num_stages=3, loop_unroll_factor=2):" in fused
+
+
 @pytest.mark.parametrize("groups,N,dtype", [
     # 4 groups of 2 tiles (LayerNorm at N=65536 on the H100)
     pytest.param(4, 500, torch.float32, marks=pytest.mark.slow),

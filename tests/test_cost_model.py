@@ -606,6 +606,32 @@ def test_grouped_row_sums_are_priced_per_tile_and_row():
     assert not est.fuse
 
 
+@pytest.mark.parametrize("M,N,columns,tiles,unroll", [
+    (956, 31488, 1, 8, 2),  # RMSNorm, 8 tiles of 4096 in two groups: two tiles a step
+    (1792, 27840, 1, 14, 2),  # 14 tiles of 2048
+    (1024, 32832, 1, 9, 1),  # 9 tiles in 3 groups: a remainder iteration lost 14-16%
+    (7711, 29824, 2, 8, 1),  # LayerNorm: two sums and three loads a step spill more
+])
+def test_grouped_row_sums_unroll_only_where_it_gained(M, N, columns, tiles, unroll):
+    """The column groups' run-time row-sum loop takes two tiles a step (Triton's
+    loop_unroll_factor) for RMSNorm rows of an even number of at least 8 tiles."""
+    plan = cuda_plan.plan(_norm(M, N, es=4, columns=columns), H100, CudaTuning(),
+                          PlanOptions())
+    assert plan.column_groups > 1 and not plan.unroll_row_sums
+    assert (plan.register_tiles, plan.row_sum_unroll, plan.row_sum_stages) == (tiles, unroll,
+                                                                               0)
+    fewer = dataclasses.replace(CudaTuning(), grouped_row_sum_unroll_min_tiles=tiles + 1)
+    assert cuda_plan.plan(_norm(M, N, es=4, columns=columns), H100, fewer,
+                          PlanOptions()).row_sum_unroll == 1  # 6 tiles did not gain
+
+
+def test_rows_in_one_group_take_no_row_sum_loop_hints():
+    """Rows whose row sums are straight-line code have no loop to unroll."""
+    plan = cuda_plan.plan(_norm(2048, 32768, es=2), H100, CudaTuning(), PlanOptions())
+    assert plan.column_groups == 1 and plan.unroll_row_sums
+    assert (plan.row_sum_unroll, plan.row_sum_stages) == (1, 0)
+
+
 @settings(max_examples=400, deadline=None)
 @given(M=st.integers(1, 1 << 21), N=st.integers(64, 70000), es=st.sampled_from([2, 4]),
        columns=st.integers(1, 3))
@@ -669,7 +695,8 @@ def test_unaligned_register_tiled_rows_take_smaller_tiles(M, N, es, columns, ali
                                       {"register_tiled_fewer_programs": False},
                                       {"kept_row_tile": 0},
                                       {"register_tiled_scaled_warps": False},
-                                      {"unaligned_register_tile": 0}])
+                                      {"unaligned_register_tile": 0},
+                                      {"grouped_row_sum_unroll": 1}])
 def test_the_bench_cases_plan_as_before_the_newer_rules(rule_off):
     """The 16 bench cases own at least 16 rows a program (the one-program double
     buffering), none is register-tiled at more than one program per SM (the fewer

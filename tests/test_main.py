@@ -58,8 +58,8 @@ def test_versions():
 
 
 def test_triton_ascend_is_named(monkeypatch):
-    real = cli._dist_version
-    monkeypatch.setattr(cli, "_dist_version",
+    real = cli.installed_version
+    monkeypatch.setattr(cli, "installed_version",
                         lambda *names: "3.2.0" if "triton-ascend" in names else real(*names))
     assert "(triton-ascend 3.2.0: Ascend's Triton)" in _env()
 

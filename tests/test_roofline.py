@@ -159,6 +159,33 @@ def test_roofline_table_summary_plot_and_csv(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_the_shapes_below_their_bar_become_ncu_case_specs(tmp_path, capsys):
+    """`--ncu-specs`: the specs ncu_backward.py takes, of the failing shapes only, K a line
+    (one Nsight Compute call each); the weights' dtype only where it differs."""
+    rows = []
+    for op, M, N, wdtype, frac in (("rms", 8192, 4096, "bf16", 0.95),
+                                   ("ln", 2048, 4096, "fp32", 0.8),
+                                   ("rms", 4096, 4096, "bf16", 0.7),
+                                   ("ln", 8192, 2048, "bf16", 0.5)):
+        row = _row(op, M, N, 0.0)
+        row["wdtype"] = wdtype
+        row["ext_us"] = row["min_bytes"] / (frac * 3e12) * 1e6
+        row["stock_us"] = row["upstream_off_us"] = 2 * row["ext_us"]
+        rows.append(row)
+    path, specs = tmp_path / "a.csv", tmp_path / "specs.txt"
+    _sweep_csv(path, rows)
+    assert roofline.main([str(path), "--ncu-specs", str(specs), "--per-call", "2"]) == 0
+    lines = specs.read_text().splitlines()
+    assert lines == ["ln:2048x4096:bf16:fp32,ln:8192x2048:bf16", "rms:4096x4096:bf16"]
+    assert "3 shapes below their bar, 2 ncu call(s)" in capsys.readouterr().out
+    import ncu_backward
+
+    assert [ncu_backward.parse_case(spec)[:3] for line in lines for spec in line.split(",")
+            ] == [("ln", 2048, 4096), ("ln", 8192, 2048), ("rms", 4096, 4096)]
+    with pytest.raises(SystemExit):
+        roofline.main([str(path), "--ncu-specs", str(specs), "--per-call", "0"])
+
+
 def test_roofline_against_the_shapes_copy(tmp_path, capsys):
     row = _row("rms", 8192, 4096, 10.0)
     path = tmp_path / "a.csv"

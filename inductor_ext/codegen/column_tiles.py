@@ -21,7 +21,8 @@ def rewrite_loops(code: str, plan: LaunchPlan, accumulators: list[str]) -> str:
     """Inductor's loops over column tiles (`code`) with the rewrites the plan asks for."""
     if plan.register_tiles:
         code = rewrites.apply("unroll_column_loops", code, plan.register_tiles, accumulators,
-                              plan.column_groups, plan.unroll_row_sums)
+                              plan.column_groups, plan.unroll_row_sums,
+                              plan.row_sum_stages, plan.row_sum_unroll)
     if plan.keep_row_tiles:
         code = rewrites.apply("keep_row_tiles", code)
     if plan.row_sum_chunk > 1:

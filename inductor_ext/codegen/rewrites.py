@@ -123,7 +123,8 @@ def rotated_tile(tile: int | str, per_group: int, tiles: int) -> str:
 
 @register("unroll_column_loops", COLUMN_LOOP, required=True)
 def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: int = 1,
-                        unroll_row_sums: bool = True) -> str:
+                        unroll_row_sums: bool = True, row_sum_stages: int = 0,
+                        row_sum_unroll: int = 1) -> str:
     """Replace each loop over column tiles by straight-line copies with a constant
     r0_offset, renaming every partial accumulator to its tile's own (`<acc>_t<i>`), so the
     partials of a whole row live in registers across the row loop. Required: the
@@ -138,7 +139,9 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
 
     `unroll_row_sums` False keeps the loops without partials as run-time loops (over the
     same rotated tiles): straight-line row sums let the compiler issue every tile's loads
-    at once, which spilled registers beside a column group's partials."""
+    at once, which spilled registers beside a column group's partials. Such a loop asks
+    Triton for `row_sum_stages` pipelining stages and a `row_sum_unroll` factor when
+    given (tl.range's num_stages and loop_unroll_factor)."""
     renames = [re.compile(rf"\b{re.escape(acc)}\b") for acc in accumulators]
     per_group = tiles // groups
     lines = code.splitlines()
@@ -174,7 +177,9 @@ def unroll_column_loops(code: str, tiles: int, accumulators: list[str], groups: 
                 out.append(line)
                 out.extend(body)
                 continue
-            out.append(f"{indent}for r0_tile in tl.range(0, {tiles}):")
+            hints = (f", num_stages={row_sum_stages}" if row_sum_stages else "") + (
+                f", loop_unroll_factor={row_sum_unroll}" if row_sum_unroll > 1 else "")
+            out.append(f"{indent}for r0_tile in tl.range(0, {tiles}{hints}):")
             indent += "    "
             offsets = [f"{rotated_tile('r0_tile', per_group, tiles)} * R0_BLOCK"]
         for tile, offset in enumerate(offsets):

@@ -151,6 +151,11 @@ class LaunchPlan:
     #: Register-tiled only: the row-sum pass is straight-line code per tile too (False:
     #: a run-time loop over the tiles; only the partials need static tiles).
     unroll_row_sums: bool = True
+    #: Row sums in a run-time loop only: Triton's software-pipelining stages for that loop
+    #: (the next tiles' loads in flight while one tile is summed; 0: none asked), and
+    #: its unroll factor (1: none). Each tile is otherwise one dependent load round trip.
+    row_sum_stages: int = 0
+    row_sum_unroll: int = 1
     #: Register-tiled only, one column group: the second pass takes the row values the
     #: first pass loaded (`keep_row_tiles` rewrite): a row read once, as a persistent row
     #: is, in tiles that pad it less than one power-of-two tile.

@@ -7,13 +7,14 @@ process, and the package is loaded here only after that child succeeded."""
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from ...distributions import installed_version
 
 #: How long the child process may take to import torch_npu (CANN's first load is slow).
 PROBE_TIMEOUT_S = 120
@@ -46,7 +47,7 @@ class TorchNpu:
     def environment_lines(self) -> Iterator[str]:
         """The environment check's line: version and Inductor backend, or why not."""
         importable, detail = self.probe()
-        version = _dist_version("torch_npu", "torch-npu")
+        version = installed_version("torch_npu", "torch-npu")
         if not importable:
             yield f"torch_npu: {detail}" + (f" (version {version})" if version else "")
             return
@@ -74,11 +75,6 @@ class TorchNpu:
         return None if module is None else str(getattr(module, "__version__", "?"))
 
 
-def _dist_version(*names: str) -> str | None:
-    for name in names:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            return importlib.metadata.version(name)
-    return None
 
 
 TORCH_NPU = TorchNpu()

@@ -559,6 +559,17 @@ def aligned_row_extra(shape: ShapeInfo, layout: RowLayout) -> tuple[tuple[str, i
         ((WEIGHTS_ONCE_KEY, 1),) if shape.weight_elem_bytes else ())
 
 
+def row_sum_unroll(shape: ShapeInfo, tuning: CudaTuning, tiles: int, groups: int) -> int:
+    """Unroll factor of a column-grouped row's run-time row-sum loop over its `tiles`: the
+    tuning's, where it divides the tiles, they are at least its minimum and the group has
+    at most its column sums; else 1."""
+    unroll = tuning.grouped_row_sum_unroll
+    if (groups == 1 or tiles % unroll or tiles < tuning.grouped_row_sum_unroll_min_tiles
+            or shape.num_columns > tuning.grouped_row_sum_unroll_max_columns):
+        return 1
+    return unroll
+
+
 def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
          options: PlanOptions) -> LaunchPlan:
     if shape.strided_bytes or shape.strided_column_bytes:
@@ -599,6 +610,7 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
     l2_prefetch = l2_prefetch_for(device, tuning, double_buffered=prefetch)
     if not layout.l2_hint_fits(shape, device, programs, block_m):
         l2_prefetch = 0
+    unrolled_sums = groups == 1 or not tuning.grouped_row_sum_loop
     final_step = None
     if tuning.generated_final_step:
         final_step = final_step_block(
@@ -610,7 +622,10 @@ def plan(shape: ShapeInfo, device: DeviceInfo, tuning: CudaTuning,
         num_warps=num_warps, num_stages=1, row_loop=tuning.row_order,
         column_tiled=column_tiled, register_tiles=layout.register_tiles,
         column_groups=groups,
-        unroll_row_sums=groups == 1 or not tuning.grouped_row_sum_loop,
+        unroll_row_sums=unrolled_sums,
+        row_sum_stages=0 if unrolled_sums else tuning.grouped_row_sum_stages,
+        row_sum_unroll=1 if unrolled_sums else row_sum_unroll(shape, tuning,
+                                                              layout.register_tiles, groups),
         keep_row_tiles=layout.keep_rows, block_partials=layout.block_partials,
         configs=configs,
         prefetch=prefetch, l2_prefetch=l2_prefetch, l2_keep_fraction=tuning.l2_keep_fraction,

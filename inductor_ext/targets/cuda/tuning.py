@@ -127,6 +127,18 @@ class CudaTuning(Tuning):
     #: partials' tiles stay unrolled: unrolled row sums spill registers beside the
     #: partials. Rows in one group keep them unrolled, where the loop is the slower.
     grouped_row_sum_loop: bool = knob(True)
+    #: ...and that loop's software-pipelining stages (0: not asked; Triton then issues a
+    #: tile's loads only once the previous tile is summed; 2 stages through shared memory
+    #: were slower at every measured shape) ...
+    grouped_row_sum_stages: int = knob(0, low=0)
+    #: ...and its unroll factor (1: none), taken only by rows of a multiple of it and at
+    #: least `grouped_row_sum_unroll_min_tiles` tiles, with at most
+    #: `grouped_row_sum_unroll_max_columns` column sums: two tiles' loads in flight gain
+    #: at 8-16 tiles of RMSNorm; a remainder iteration (9 tiles) and 6 tiles lose, and so
+    #: does LayerNorm, whose loop (two sums, three loads) spills more once unrolled.
+    grouped_row_sum_unroll: int = knob(2, low=1)
+    grouped_row_sum_unroll_min_tiles: int = knob(8, low=0)
+    grouped_row_sum_unroll_max_columns: int = knob(1, low=0)
     #: Row sums of column-tiled rows fold runs of 8 columns (a thread's 16-byte vector of
     #: bf16) in registers before accumulating: a smaller accumulator, fewer registers
     #: (`rewrites.chunk_row_sums`).
