@@ -477,6 +477,18 @@ def plot(shapes: list[dict], path: str, title: str = "") -> None:
     plt.close(fig)
 
 
+def below_bar_specs(shapes: list[dict]) -> list[str]:
+    """ncu_backward.py's case specs of the shapes below their bar, in the report's order
+    (the weights' dtype only where it is not x's)."""
+    out = []
+    for s in shapes:
+        if s["verdict"] != "FAIL":
+            continue
+        weights = "" if s["param_dtype"] == s["dtype"] else f":{s['param_dtype']}"
+        out.append(f"{s['op']}:{s['M']}x{s['N']}:{s['dtype']}{weights}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="roofline.py", description=description(
         __doc__, f"{CPU_ONLY} The CSVs come from GPU runs: a sweep's CSV without ext's "
@@ -538,18 +550,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.ncu_specs}: {len(specs)} shapes below their bar, "
               f"{len(lines)} ncu call(s)")
     return 0
-
-
-def below_bar_specs(shapes: list[dict]) -> list[str]:
-    """ncu_backward.py's case specs of the shapes below their bar, in the report's order
-    (the weights' dtype only where it is not x's)."""
-    out = []
-    for s in shapes:
-        if s["verdict"] != "FAIL":
-            continue
-        weights = "" if s["param_dtype"] == s["dtype"] else f":{s['param_dtype']}"
-        out.append(f"{s['op']}:{s['M']}x{s['N']}:{s['dtype']}{weights}")
-    return out
 
 
 if __name__ == "__main__":
