@@ -11,6 +11,9 @@ autotuning before it.
     ncu --clock-control none --profile-from-start off --csv --page raw --metrics $M \\
         python bench/ncu_backward.py --cases ln:8192x2560:bf16,rms:2048x24576:bf16:fp32 > ncu.csv
 
+What a main kernel's warps wait on, and its L2 bytes (`roofline.py`'s `held:` lines): add
+`--section WarpStateStats --section SchedulerStats` and `lts__t_bytes.sum` to the metrics.
+
 A case is op:MxN:dtype, or op:MxN:dtype:wdtype for weights in another dtype (fp32 weights
 under 16-bit x, as the sweep's grid draws them); its printed line then ends in `w<wdtype>`.
 

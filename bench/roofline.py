@@ -4,7 +4,7 @@ meet and where the rest goes; then the distribution over all shapes, as text and
 
     python bench/roofline.py bench/results/roofline_random_h100.csv [MORE.csv ...]
         [--plot bench/results/roofline_random_h100.png] [--csv roofline_table.csv]
-        [--against run|shape] [--ncu NCU.csv ...]
+        [--markdown roofline_table.md] [--against run|shape] [--ncu NCU.csv ...]
 
 Reads the CSVs of `sweep_cost_model.py --grid random|bench` (GPU runs; a case in a later
 file replaces the same case in an earlier one) and needs no GPU. A shape's copy fraction
@@ -26,7 +26,10 @@ the bar, the bar is out of reach, and `ext_of_limit` says how close ext is to it
 `--ncu` adds Nsight Compute's counters from `ncu_backward.py` runs: the same-size add's
 kernel (variant `copy`) and ext's longest kernel (variant `inductor_ext`, matched by the
 weights' dtype too: ncu_backward.py's `op:MxN:dtype:wdtype`). On a declined shape ext's
-kernels are stock's, and the line says so.
+kernels are stock's, and the line says so. Where a file also has DRAM and L2 bytes and the
+WarpStateStats section, the report has them too, and each shape below its bar gets a
+`held:` line (`ncu_bound`): what the counters say holds it, or that they name nothing. A
+later --ncu file's case replaces an earlier one's.
 """
 
 from __future__ import annotations
@@ -79,6 +82,28 @@ NCU_LAUNCH = {"launch__registers_per_thread": "regs", "launch__block_size": "thr
               "launch__grid_size": "grid"}
 #: Time units Nsight Compute writes, in us.
 NCU_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+#: DRAM traffic counters read where a file has them, summed over a case's kernels.
+NCU_BYTES = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+#: L2 traffic (every request, hit or miss), summed over a case's kernels where a file has it.
+NCU_L2_BYTES = "lts__t_bytes.sum"
+#: Byte units Nsight Compute writes, in MB.
+NCU_BYTE_UNITS = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "Tbyte": 1e6}
+#: The WarpStateStats section's stall counters (cycles a warp spent stalled for the reason,
+#: per instruction issued): their shares of the sum say what a kernel's warps wait on.
+NCU_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
+#: Stall reasons -> what they wait on, in the report's words.
+STALL_WORDS = {"long_scoreboard": "global loads", "barrier": "barriers",
+               "short_scoreboard": "shared memory", "selected": "issuing",
+               "not_selected": "another warp's issue", "wait": "fixed latency",
+               "lg_throttle": "the load queue", "mio_throttle": "the MIO queue",
+               "math_pipe_throttle": "math pipes", "dispatch_stall": "dispatch",
+               "no_instruction": "instruction fetch", "drain": "stores draining"}
+#: L2 traffic over the least bytes at and past which a column-tiled row's second pass
+#: reads L2, not L1: untiled rows measured x1.5-1.7 (the reads, the writes and the
+#: workspace pass L2 once), rows read twice through L2 x2.5-3.7 (seed 4168, H200).
+L2_SECOND_PASS = 2.0
+#: The stall reasons a shape's line names: the largest ones, at least this share each.
+STALL_SHARE = 0.15
 #: The line ncu_backward.py prints after each case it profiled: variant, op, M, N, x's
 #: dtype, and `w<dtype>` where the weights' differs.
 NCU_CASE = re.compile(r"^(\S+) (rms|ln) (\d+)x(\d+) (\w+)(?: w(\w+))?$")
@@ -93,7 +118,10 @@ def ncu_value(cell: object) -> float:
 
 def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, float]]:
     """(variant, op, M, N, dtype, weights' dtype) -> its longest kernel's counters (`us`,
-    `dram_pct`, `warps_pct`), its kernels' summed time (`kernels_us`) and count, from one
+    `dram_pct`, `warps_pct`), its kernels' summed time (`kernels_us`), DRAM traffic
+    (`dram_MB`, read and written, where the file has it), L2 traffic (`l2_MB`) and the
+    longest kernel's stall reasons (`stalls`, reason -> cycles per instruction issued)
+    where the file has them, and count, from one
     `ncu --csv --page raw` output of ncu_backward.py (its case lines and the CSV in one
     file). Kernels follow the cases in order: a `copy` case ran its add's one kernel, and
     every other case of a file must have run the same number of kernels, or the file is
@@ -123,11 +151,21 @@ def ncu_cases(path: str) -> dict[tuple[str, str, int, int, str, str], dict[str, 
                        for metric, name in NCU_LAUNCH.items() if k.get(metric)}}
                    for k in kernels[start:start + count]]
         start += count
-        main = max(counted, key=lambda k: k["us"])
+        mine = kernels[start - count:start]
+        traffic = [ncu_value(k[metric]) * NCU_BYTE_UNITS.get(units.get(metric, ""), 1e-6)
+                   for k in mine for metric in NCU_BYTES if k.get(metric)]
+        l2 = [ncu_value(k[NCU_L2_BYTES]) * NCU_BYTE_UNITS.get(units.get(NCU_L2_BYTES, ""), 1e-6)
+              for k in mine if k.get(NCU_L2_BYTES)]
+        longest = max(range(count), key=lambda i: counted[i]["us"])
+        main = counted[longest]
+        stalls = {m.group(1): ncu_value(value) for column, value in mine[longest].items()
+                  if (m := NCU_STALL.match(column)) and value}
         x_dtype = SWEEP_DTYPE.get(dtype, dtype)
         w_dtype = x_dtype if wdtype is None else SWEEP_DTYPE.get(wdtype, wdtype)
         out[(variant, op, int(M), int(N), x_dtype, w_dtype)] = {
-            **main, "kernels_us": sum(k["us"] for k in counted), "kernels": count}
+            **main, "kernels_us": sum(k["us"] for k in counted), "kernels": count,
+            "dram_MB": sum(traffic) if traffic else math.nan,
+            **({"l2_MB": sum(l2)} if l2 else {}), **({"stalls": stalls} if stalls else {})}
     return out
 
 
@@ -254,6 +292,7 @@ def shape_row(row: dict, against: str = "run", ncu: dict | None = None) -> dict:
     found = causes(row, out) if out["verdict"] == "FAIL" else []
     out["cause_families"] = ",".join(family for family, _ in found)
     out["causes"] = "; ".join(cause for _, cause in found)
+    out["ncu_bound"], out["ncu_bound_why"] = ncu_bound(out)
     return out
 
 
@@ -270,7 +309,32 @@ def ncu_columns(s: dict, ncu: dict) -> dict:
             "ncu_main_dram_pct": round(ext.get("dram_pct", math.nan), 1),
             "ncu_main_warps_pct": round(ext.get("warps_pct", math.nan), 1),
             "ncu_kernels_us": round(ext.get("kernels_us", math.nan), 2),
+            "ncu_dram_MB": round(ext.get("dram_MB", math.nan), 1),
+            "ncu_l2_MB": round(ext.get("l2_MB", math.nan), 1),
+            "ncu_main_stalls": stall_shares(ext.get("stalls", {})),
             "ncu_main_config": ncu_config(s, ext)}
+
+
+def stall_shares(stalls: dict[str, float]) -> str:
+    """'reason share, ...' of a kernel's stall reasons, largest first, those at 1% or more
+    ('' where not profiled)."""
+    total = sum(stalls.values())
+    if not total > 0:
+        return ""
+    return ", ".join(f"{reason} {cycles / total:.0%}" for reason, cycles in
+                     sorted(stalls.items(), key=lambda kv: -kv[1]) if cycles / total >= 0.01)
+
+
+def waits(shares: str) -> str:
+    """'; its warps wait on global loads 40%, barriers 28%': the stall reasons of
+    `stall_shares` at STALL_SHARE or more (the largest one always), in the report's words."""
+    parts = [part.rsplit(" ", 1) for part in shares.split(", ") if part]
+    named = [(reason, share) for i, (reason, share) in enumerate(parts)
+             if i == 0 or float(share.rstrip("%")) / 100 >= STALL_SHARE]
+    if not named:
+        return ""
+    return "; its warps wait on " + ", ".join(
+        f"{STALL_WORDS.get(reason, reason)} {share}" for reason, share in named)
 
 
 def ncu_config(s: dict, ext: dict) -> str:
@@ -351,6 +415,56 @@ def causes(row: dict, s: dict) -> list[tuple[str, str]]:
     return out + named
 
 
+#: Points of DRAM peak within which ext's longest kernel counts as running at the
+#: same-size add's bandwidth (Nsight Compute's two figures of one call).
+AT_ADD_POINTS = 8.0
+#: Share of warps active at or under which a kernel below the add's bandwidth is held by
+#: the loads in flight: each SM holds too few warps to cover DRAM's latency.
+FEW_WARPS_PCT = 35.0
+
+
+def ncu_bound(s: dict) -> tuple[str, str]:
+    """(bound, sentence) naming what Nsight Compute's counters say holds a shape below its
+    bar, first that applies: declined (stock's kernels ran), the bar out of reach (the
+    add plus the least fold is below it), a column-tiled row (read twice), the main kernel
+    at the add's bandwidth (the rest is the final step and the workspace), too few warps
+    in flight; ('', '') where the shape passes or was not profiled, ('unnamed', ...)
+    where none of them fits."""
+    if s["verdict"] != "FAIL" or math.isnan(s["ncu_main_us"]):
+        return "", ""
+    main, add = s["ncu_main_dram_pct"], s["ncu_add_dram_pct"]
+    warps = s["ncu_main_warps_pct"]
+    kernel = f"the main kernel at {main:.0f}% of DRAM peak, {warps:.0f}% of warps active"
+    if s["declined"]:
+        return "declined", f"declined: stock's kernels ran, its longest at {main:.0f}% of " \
+                           f"DRAM peak against the add's {add:.0f}%"
+    if s["limit_frac"] < s["threshold"]:
+        return "out of reach", (f"the bar is out of reach: the same-size add runs at "
+                                f"{add:.0f}% of DRAM peak and with the least fold reaches "
+                                f"{s['limit_frac']:.3f} of copy; ext is at "
+                                f"{s['ext_of_limit']:.2f} of that")
+    moved = ("" if math.isnan(s["ncu_dram_MB"]) else
+             f"; its kernels move x{s['ncu_dram_MB'] / s['min_MB']:.2f} the least bytes"
+             + ("" if math.isnan(s["ncu_l2_MB"]) else
+                f" from DRAM, x{s['ncu_l2_MB'] / s['min_MB']:.2f} through L2"))
+    moved += waits(s["ncu_main_stalls"])
+    if str(s["column_tiled"]) == "True":
+        l2 = s["ncu_l2_MB"] / s["min_MB"]
+        where = ("" if math.isnan(l2) else
+                 ", its second pass reading L2" if l2 >= L2_SECOND_PASS else
+                 ", its second pass reading L1")
+        return "column tiles", (f"a column-tiled row{where}: {kernel} against the add's "
+                                f"{add:.0f}%{moved}")
+    if add - main <= AT_ADD_POINTS:
+        return "at the add's bandwidth", (
+            f"{kernel}, the add {add:.0f}%: the rest is the final step "
+            f"{s['final_step_us']:.1f} us and the workspace {s['workspace_us']:.1f} us{moved}")
+    if warps <= FEW_WARPS_PCT:
+        return "few warps", (f"too few warps in flight: {kernel} ({s['regs']} registers "
+                             f"a thread) against the add's {add:.0f}%{moved}")
+    return "unnamed", f"{kernel} against the add's {add:.0f}%{moved}: no bound named"
+
+
 def distribution(shapes: list[dict]) -> str:
     """Min, median, share passing its bar and the worst 5 (by fraction over bar) of ext's
     copy fractions."""
@@ -378,6 +492,25 @@ def distribution(shapes: list[dict]) -> str:
         lines.append(f"causes below the bar ({len(barred) - passing} shapes): " + ", ".join(
             f"{family} {count}" for family, count in
             sorted(families.items(), key=lambda kv: -kv[1])))
+    failing = [s for s in barred if s["verdict"] == "FAIL"]
+    bounds: dict[str, int] = {}
+    for s in failing:
+        bounds[s["ncu_bound"] or "no counters"] = bounds.get(s["ncu_bound"] or "no counters",
+                                                             0) + 1
+    if any(s["ncu_bound"] for s in failing):
+        lines.append(f"held below the bar, by Nsight Compute ({len(failing)} shapes): "
+                     + ", ".join(f"{bound} {count}" for bound, count in
+                                 sorted(bounds.items(), key=lambda kv: -kv[1])))
+    largest: dict[str, int] = {}
+    for s in failing:
+        if s.get("ncu_main_stalls"):
+            reason = s["ncu_main_stalls"].split(" ", 1)[0]
+            largest[reason] = largest.get(reason, 0) + 1
+    if largest:
+        lines.append(f"what their main kernels' warps wait on most ({sum(largest.values())} "
+                     "with stall counters): " + ", ".join(
+                         f"{STALL_WORDS.get(reason, reason)} {count}" for reason, count in
+                         sorted(largest.items(), key=lambda kv: -kv[1])))
     out_of_reach = [s for s in barred if s["limit_frac"] < s["threshold"]]
     if out_of_reach:
         shares = [s["ext_of_limit"] for s in out_of_reach]
@@ -415,7 +548,8 @@ def shape_line(s: dict) -> str:
                f"{s['ncu_main_dram_pct']:.0f}% of DRAM peak, {s['ncu_main_warps_pct']:.0f}% "
                f"of warps active; its kernels {s['ncu_kernels_us']:.1f} us"
                + (f" (its run's autotuner picked another config: {s['ncu_main_config']})"
-                  if s["ncu_main_config"] else "")))
+                  if s["ncu_main_config"] else ""))
+            + (f"\n      held: {s['ncu_bound_why']}" if s["ncu_bound_why"] else ""))
 
 
 HEADER = ("op  M x N         dtype w-dtype  M*N    min bytes  ext of copy, bar, verdict, limit  "
@@ -489,6 +623,24 @@ def below_bar_specs(shapes: list[dict]) -> list[str]:
     return out
 
 
+def markdown(shapes: list[dict], origin: dict[str, str]) -> str:
+    """The per-shape table as Markdown (bench/README's H200 tables): copy fraction and its
+    bar, the limit, ext's ratios, the sweep file a shape came from, and what holds it."""
+    head = ("| case | ext of copy | bar | limit | ext over stock | over upstream off | "
+            "over Liger | file | held by |")
+    out = [head, "|" + "---|" * head.count(" |")]
+    for s in shapes:
+        name = s["case"].removesuffix(" contiguous") + (" declined" if s["declined"] else "")
+        verdict = " (below)" if s["verdict"] == "FAIL" else ""
+        out.append(
+            f"| {name} | {cell(s['ext_frac'], '.2f')}{verdict} | {s['threshold'] or '-'} | "
+            f"{cell(s['limit_frac'], '.2f')} | {cell(s['ext_over_stock'], '.2f', 'x')} | "
+            f"{cell(s['ext_over_upstream_off'], '.2f', 'x')} | "
+            f"{cell(s['ext_over_liger'], '.2f', 'x')} | "
+            f"{pathlib.Path(origin.get(s['case'], '-')).stem} | {s['ncu_bound'] or '-'} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="roofline.py", description=description(
         __doc__, f"{CPU_ONLY} The CSVs come from GPU runs: a sweep's CSV without ext's "
@@ -499,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", default="", help="write the plot here (PNG)")
     ap.add_argument("--csv", default="", help="write the per-shape table here")
     ap.add_argument("--title", default="", help="the plot's title")
+    ap.add_argument("--markdown", default="", metavar="FILE",
+                    help="write the per-shape table here as Markdown")
     ap.add_argument("--against", choices=("run", "shape"), default="run",
                     help="copy bandwidth of the run (32768x4096 bf16; default) or of the "
                     "shape's size (also where a CSV has no run copy)")
@@ -525,7 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.exit(2, f"{ap.prog}: error: cannot read the sweep CSVs ({exc!r})\n")
     if not rows:
         ap.exit(2, f"{ap.prog}: error: no case in {', '.join(args.csvs)}\n")
-    against, why = reference(rows, args.against, origins(list(args.csvs)))
+    origin = origins(list(args.csvs))
+    against, why = reference(rows, args.against, origin)
     if why and against == args.against:
         ap.exit(2, f"{ap.prog}: error: {why}\n")
     shapes = sorted((shape_row(row, against, ncu) for row in rows),
@@ -539,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         write_rows(args.csv, shapes)
         print(f"wrote {args.csv}")
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(markdown(shapes, origin))
+        print(f"wrote {args.markdown}")
     if args.plot:
         plot(shapes, args.plot, args.title)
         print(f"wrote {args.plot}")

@@ -315,7 +315,8 @@ def test_ncu_counters_join_the_shapes_they_profiled(tmp_path, capsys):
                ("stock_dx", 40_000, 61.0, 70.0), ("stock_dw", 9_000, 20.0, 30.0)])
     cases = roofline.ncu_cases(str(ext))
     assert cases[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")] == pytest.approx(
-        {"us": 14.432, "dram_pct": 54.3, "warps_pct": 49.0, "kernels_us": 19.36, "kernels": 2})
+        {"us": 14.432, "dram_pct": 54.3, "warps_pct": 49.0, "kernels_us": 19.36, "kernels": 2,
+         "dram_MB": math.nan}, nan_ok=True)  # no DRAM byte counters in this file
     assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "bf16")]["us"] == 30.0  # longest
     assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "fp32")]["us"] == 40.0
     few = _at(_row("rms", 1024, 4096, 0.0, shape_copy_tbps=2.7), 0.6)
@@ -382,5 +383,154 @@ def test_one_ncu_file_holds_the_adds_and_a_compiled_variant(tmp_path):
     cases = roofline.ncu_cases(str(both))
     assert cases[("copy", "ln", 2048, 4096, "bf16", "bf16")]["us"] == 20.0
     assert cases[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")] == pytest.approx(
-        {"us": 14.0, "dram_pct": 54.0, "warps_pct": 49.0, "kernels_us": 19.0, "kernels": 2})
+        {"us": 14.0, "dram_pct": 54.0, "warps_pct": 49.0, "kernels_us": 19.0, "kernels": 2,
+         "dram_MB": math.nan}, nan_ok=True)
     assert cases[("inductor_ext", "ln", 2048, 4096, "bf16", "bf16")]["kernels_us"] == 36.0
+
+
+def test_ncu_sums_the_dram_bytes_of_a_cases_kernels_in_their_unit(tmp_path):
+    """dram__bytes_read/write.sum, where a file has them: read and written, over every
+    kernel of the case, in the unit its units row names (here Mbyte and byte)."""
+    metrics = [*roofline.NCU_METRICS, *roofline.NCU_BYTES]
+    path = tmp_path / "ext.csv"
+    path.write_text("\n".join([
+        "copy rms 1024x4096 bfloat16", "inductor_ext rms 1024x4096 bfloat16",
+        ",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics]),
+        ",".join(f'"{c}"' for c in ["", "", "nsecond", "%", "%", "Mbyte", "byte"]),
+        ",".join(f'"{c}"' for c in ["0", "add", "9,000", "80", "90", "16.78", "8,390,000"]),
+        ",".join(f'"{c}"' for c in ["1", "fused", "14,000", "70", "25", "16.9", "8,400,000"]),
+        ",".join(f'"{c}"' for c in ["2", "final", "3,000", "10", "12", "0.5", "16,384"]),
+    ]) + "\n")
+    cases = roofline.ncu_cases(str(path))
+    assert cases[("copy", "rms", 1024, 4096, "bf16", "bf16")]["dram_MB"] == pytest.approx(
+        16.78 + 8.39)
+    assert cases[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")]["dram_MB"] == \
+        pytest.approx(16.9 + 8.4 + 0.5 + 0.016384)
+
+
+def _held(**changes):
+    """A shape below its bar with Nsight Compute's counters, as shape_row makes it: the
+    main kernel at 70% of DRAM peak with 12% of warps, the add at 90%."""
+    s = {"verdict": "FAIL", "declined": False, "threshold": 0.92, "limit_frac": 0.97,
+         "ext_of_limit": 0.8, "column_tiled": "False", "regs": 232, "min_MB": 200.0,
+         "final_step_us": 3.5, "workspace_us": 1.2, "ncu_main_us": 60.0,
+         "ncu_main_dram_pct": 70.0, "ncu_add_dram_pct": 90.0, "ncu_main_warps_pct": 12.0,
+         "ncu_dram_MB": 198.0, "ncu_l2_MB": math.nan, "ncu_main_stalls": ""}
+    return {**s, **changes}
+
+
+@pytest.mark.parametrize("changes, bound, words", [
+    ({}, "few warps", ["too few warps in flight: the main kernel at 70% of DRAM peak, 12% "
+                       "of warps active (232 registers a thread) against the add's 90%",
+                       "x0.99 the least bytes"]),
+    ({"declined": True, "limit_frac": 0.5}, "declined",
+     ["declined: stock's kernels ran, its longest at 70%"]),
+    ({"limit_frac": 0.8}, "out of reach",
+     ["the same-size add runs at 90% of DRAM peak", "reaches 0.800 of copy",
+      "ext is at 0.80 of that"]),
+    ({"column_tiled": "True", "ncu_main_warps_pct": 50.0}, "column tiles",
+     ["a column-tiled row: the main kernel", "50% of warps active"]),
+    ({"column_tiled": "True", "ncu_l2_MB": 520.0}, "column tiles",
+     ["its second pass reading L2", "x0.99 the least bytes from DRAM, x2.60 through L2"]),
+    ({"column_tiled": "True", "ncu_l2_MB": 310.0}, "column tiles",
+     ["its second pass reading L1", "x1.55 through L2"]),
+    ({"ncu_main_stalls": "barrier 31%, long_scoreboard 24%, selected 9%"}, "few warps",
+     ["its warps wait on barriers 31%, global loads 24%"]),
+    ({"ncu_main_dram_pct": 84.0}, "at the add's bandwidth",
+     ["the add 90%: the rest is the final step 3.5 us and the workspace 1.2 us"]),
+    ({"ncu_main_warps_pct": 60.0}, "unnamed", ["no bound named"]),
+    ({"ncu_dram_MB": math.nan}, "few warps", ["against the add's 90%"]),
+])
+def test_nsight_compute_names_what_holds_a_shape_below_its_bar(changes, bound, words):
+    """ncu_bound: the first of declined, out of reach, column tiles, at the add's bandwidth
+    and few warps that the counters show; a main kernel below the add with many warps
+    active is left unnamed, not guessed."""
+    got, why = roofline.ncu_bound(_held(**changes))
+    assert got == bound
+    for word in words:
+        assert word in why
+    if math.isnan(changes.get("ncu_dram_MB", 0.0)):
+        assert "least bytes" not in why
+
+
+def test_no_bound_where_a_shape_passes_or_was_not_profiled():
+    assert roofline.ncu_bound(_held(verdict="pass")) == ("", "")
+    assert roofline.ncu_bound(_held(ncu_main_us=math.nan)) == ("", "")
+
+
+def test_the_summary_counts_the_bounds_and_the_unprofiled(tmp_path, capsys):
+    """The report's summary line counts each bound over the shapes below their bar, those
+    without counters as such; the table carries the bound and its sentence."""
+    sweep, table, ncu = tmp_path / "s.csv", tmp_path / "t.csv", tmp_path / "n.csv"
+    slow = _at(_row("rms", 8192, 4096, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
+                    ext_workspace_bytes=0), 0.7)
+    unprofiled = _at(_row("rms", 16384, 4096, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
+                          ext_workspace_bytes=0), 0.7)
+    _sweep_csv(sweep, [slow, unprofiled])
+    _ncu_file(ncu, ["copy rms 8192x4096 bfloat16", "inductor_ext rms 8192x4096 bfloat16"],
+              [("add", 20_000, 90.0, 90.0), ("fused", 40_000, 60.0, 12.0)])
+    assert roofline.main([str(sweep), "--ncu", str(ncu), "--csv", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "held below the bar, by Nsight Compute (2 shapes): few warps 1, no counters 1" in out
+    assert "      held: too few warps in flight" in out
+    with open(table, newline="") as f:
+        rows = {r["case"]: r for r in csv.DictReader(f)}
+    assert rows[slow["case"]]["ncu_bound"] == "few warps"
+    assert rows[unprofiled["case"]]["ncu_bound"] == ""
+    counters = {("copy", "rms", 8192, 4096, "bf16", "bf16"): {"us": 20.0, "dram_pct": 90.0},
+                ("inductor_ext", "rms", 8192, 4096, "bf16", "bf16"): {
+                    "us": 40.0, "dram_pct": 60.0, "warps_pct": 12.0, "kernels_us": 44.0,
+                    "stalls": {"barrier": 5.0, "long_scoreboard": 3.0}}}
+    shapes = [roofline.shape_row(slow, ncu=counters), roofline.shape_row(unprofiled)]
+    assert shapes[0]["ncu_main_stalls"] == "barrier 62%, long_scoreboard 38%"
+    assert ("what their main kernels' warps wait on most (1 with stall counters): barriers 1"
+            in roofline.distribution(shapes))
+
+
+def test_ncu_reads_the_longest_kernels_stall_reasons_and_l2_bytes(tmp_path):
+    """With the WarpStateStats section and lts__t_bytes.sum: the longest kernel's stall
+    reasons (cycles per issued instruction) and every kernel's L2 bytes; the table shows
+    the reasons' shares, and the held line names those at STALL_SHARE or more."""
+    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    reasons = ["long_scoreboard", "barrier", "selected"]
+    metrics = [*roofline.NCU_METRICS, roofline.NCU_L2_BYTES, *map(stall.format, reasons)]
+    path = tmp_path / "ext.csv"
+    path.write_text("\n".join([
+        "inductor_ext rms 1024x4096 bfloat16",
+        ",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics]),
+        ",".join(f'"{c}"' for c in ["", "", "nsecond", "%", "%", "Mbyte", "inst", "inst",
+                                    "inst"]),
+        ",".join(f'"{c}"' for c in ["0", "fused", "14,000", "70", "25", "40.5", "4", "3", "1"]),
+        ",".join(f'"{c}"' for c in ["1", "final", "3,000", "10", "12", "1.5", "9", "0", "1"]),
+    ]) + "\n")
+    main = roofline.ncu_cases(str(path))[("inductor_ext", "rms", 1024, 4096, "bf16", "bf16")]
+    assert main["l2_MB"] == pytest.approx(42.0)
+    assert main["stalls"] == {"long_scoreboard": 4.0, "barrier": 3.0, "selected": 1.0}
+    shares = roofline.stall_shares(main["stalls"])
+    assert shares == "long_scoreboard 50%, barrier 38%, selected 12%"
+    assert roofline.waits(shares) == "; its warps wait on global loads 50%, barriers 38%"
+    assert roofline.waits("selected 12%, wait 10%") == "; its warps wait on issuing 12%"
+    assert roofline.stall_shares({}) == "" and roofline.waits("") == ""
+
+
+def test_the_table_as_markdown(tmp_path):
+    """--markdown: one row a shape in the report's order, with its verdict, ratios, the
+    sweep file it came from and its bound; a declined shape says so."""
+    sweep, bench, md = tmp_path / "grid.csv", tmp_path / "bench.csv", tmp_path / "t.md"
+    slow = _at(_row("rms", 8192, 4096, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=2,
+                    ext_workspace_bytes=0), 0.7)
+    fast = _at(_row("ln", 16384, 4096, 0.0, shape_copy_tbps=3.0, ext_planned_kernels=0,
+                    ext_workspace_bytes=0), 0.95)
+    for row in (slow, fast):
+        row.update(stock_us=2 * row["ext_us"], upstream_off_us=1.5 * row["ext_us"])
+    _sweep_csv(sweep, [slow])
+    _sweep_csv(bench, [fast])
+    assert roofline.main([str(sweep), str(bench), "--markdown", str(md)]) == 0
+    lines = md.read_text().splitlines()
+    assert lines[0].startswith("| case | ext of copy | bar | limit |")
+    assert lines[1] == "|---|---|---|---|---|---|---|---|---|"
+    assert lines[2] == "| ln 16384x4096 bf16 declined | 0.95 | 0.92 | 0.98 | x2.00 | x1.50 | - " \
+                       "| bench | - |"
+    assert lines[3].startswith("| rms 8192x4096 bf16 | 0.70 (below) | 0.92 |")
+    assert lines[3].endswith("| grid | - |")  # below its bar, no counters: no bound
+    assert len(lines) == 4
