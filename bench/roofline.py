@@ -35,6 +35,7 @@ later --ncu file's case replaces an earlier one's.
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import io
 import math
@@ -426,7 +427,8 @@ FEW_WARPS_PCT = 35.0
 def ncu_bound(s: dict) -> tuple[str, str]:
     """(bound, sentence) naming what Nsight Compute's counters say holds a shape below its
     bar, first that applies: declined (stock's kernels ran), the bar out of reach (the
-    add plus the least fold is below it), a column-tiled row (read twice), the main kernel
+    add plus the least fold is below it), a column-tiled row (and where its second pass
+    reads, where the file has L2 bytes), the main kernel
     at the add's bandwidth (the rest is the final step and the workspace), too few warps
     in flight; ('', '') where the shape passes or was not profiled, ('unnamed', ...)
     where none of them fits."""
@@ -493,24 +495,17 @@ def distribution(shapes: list[dict]) -> str:
             f"{family} {count}" for family, count in
             sorted(families.items(), key=lambda kv: -kv[1])))
     failing = [s for s in barred if s["verdict"] == "FAIL"]
-    bounds: dict[str, int] = {}
-    for s in failing:
-        bounds[s["ncu_bound"] or "no counters"] = bounds.get(s["ncu_bound"] or "no counters",
-                                                             0) + 1
     if any(s["ncu_bound"] for s in failing):
+        bounds = collections.Counter(s["ncu_bound"] or "no counters" for s in failing)
         lines.append(f"held below the bar, by Nsight Compute ({len(failing)} shapes): "
-                     + ", ".join(f"{bound} {count}" for bound, count in
-                                 sorted(bounds.items(), key=lambda kv: -kv[1])))
-    largest: dict[str, int] = {}
-    for s in failing:
-        if s.get("ncu_main_stalls"):
-            reason = s["ncu_main_stalls"].split(" ", 1)[0]
-            largest[reason] = largest.get(reason, 0) + 1
+                     + ", ".join(f"{bound} {count}" for bound, count in bounds.most_common()))
+    largest = collections.Counter(s["ncu_main_stalls"].split(" ", 1)[0] for s in failing
+                                  if s.get("ncu_main_stalls"))
     if largest:
-        lines.append(f"what their main kernels' warps wait on most ({sum(largest.values())} "
-                     "with stall counters): " + ", ".join(
-                         f"{STALL_WORDS.get(reason, reason)} {count}" for reason, count in
-                         sorted(largest.items(), key=lambda kv: -kv[1])))
+        lines.append(f"what their main kernels' warps wait on most ({largest.total()} with "
+                     "stall counters): " + ", ".join(
+                         f"{STALL_WORDS.get(reason, reason)} {count}"
+                         for reason, count in largest.most_common()))
     out_of_reach = [s for s in barred if s["limit_frac"] < s["threshold"]]
     if out_of_reach:
         shares = [s["ext_of_limit"] for s in out_of_reach]
