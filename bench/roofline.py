@@ -100,8 +100,8 @@ STALL_WORDS = {"long_scoreboard": "global loads", "barrier": "barriers",
                "math_pipe_throttle": "math pipes", "dispatch_stall": "dispatch",
                "no_instruction": "instruction fetch", "drain": "stores draining"}
 #: L2 traffic over the least bytes at and past which a column-tiled row's second pass
-#: reads L2, not L1: untiled rows measured x1.5-1.7 (the reads, the writes and the
-#: workspace pass L2 once), rows read twice through L2 x2.5-3.7 (seed 4168, H200).
+#: reads L2, not L1: an untiled row's bytes pass L2 about 1.5 times (reads, writes and
+#: the workspace), a row read twice through it about 2.5 times or more (bench/NOTES.md).
 L2_SECOND_PASS = 2.0
 #: The stall reasons a shape's line names: the largest ones, at least this share each.
 STALL_SHARE = 0.15
